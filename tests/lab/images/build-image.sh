@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Build a systemd-enabled Debian lab image with debootstrap and `podman import`.
+#
+#   build-image.sh <suite>            e.g. bookworm, bullseye, trixie
+#
+# The image is tagged localhost/gpucluster-lab:<suite> and
+# localhost/gpucluster-lab:<suite>-<recipe hash>. When an image with the current recipe hash
+# exists, nothing is rebuilt; any change to this file or packages.txt changes the hash.
+set -euo pipefail
+
+suite=${1:?usage: build-image.sh <suite>}
+here=$(cd "$(dirname "$0")" && pwd)
+repo_name=${LAB_IMAGE_REPO:-localhost/gpucluster-lab}
+
+recipe_hash=$(cat "$here/build-image.sh" "$here/packages.txt" | sha256sum | cut -c1-12)
+tag="$repo_name:$suite-$recipe_hash"
+
+if podman image exists "$tag"; then
+  podman tag "$tag" "$repo_name:$suite"
+  echo "lab image $tag is current (cached)"
+  exit 0
+fi
+
+# The Debian mirror is the one this machine's apt already uses (never hard-coded here).
+mirror=${LAB_DEBIAN_MIRROR:-$("$here/debian-mirror.sh")}
+packages=$(grep -v '^\s*#' "$here/packages.txt" | xargs | tr ' ' ',')
+
+workdir=$(mktemp -d "${TMPDIR:-/var/tmp}/gpucluster-lab-$suite.XXXXXX")
+trap 'rm -rf "$workdir"' EXIT
+rootfs="$workdir/rootfs"
+
+echo "building lab image $tag from $mirror ($suite)"
+debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror" >"$workdir/debootstrap.log" 2>&1 || {
+  tail -n 40 "$workdir/debootstrap.log" >&2
+  exit 1
+}
+
+# Containers have no console getty and no udev hardware: keep the boot quiet and reach "running".
+for unit in getty@tty1.service console-getty.service systemd-udevd.service systemd-udev-trigger.service \
+  systemd-udevd-control.socket systemd-udevd-kernel.socket systemd-resolved.service \
+  systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer; do
+  ln -sf /dev/null "$rootfs/etc/systemd/system/$unit"
+done
+printf 'deb %s %s main\n' "$mirror" "$suite" >"$rootfs/etc/apt/sources.list"
+# Keep images small; the roles under test install what they need.
+printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' >"$rootfs/etc/apt/apt.conf.d/90gpucluster-lab"
+rm -rf "$rootfs/var/lib/apt/lists/"* "$rootfs/var/cache/apt/archives/"*.deb
+: >"$rootfs/etc/machine-id"
+
+tar -C "$rootfs" --numeric-owner -c . | podman import \
+  --change 'CMD ["/sbin/init"]' --change 'ENV container=podman' --change 'STOPSIGNAL SIGRTMIN+3' \
+  - "$tag" >/dev/null
+podman tag "$tag" "$repo_name:$suite"
+echo "lab image $tag built"
