@@ -1,0 +1,45 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""Filters for parsing perftest / nccl-tests output and for the fabric_validate role's evaluation.
+
+Public: perftest_parse, nccl_tests_parse (documented in perftest_parse.yml / nccl_tests_parse.yml).
+Used by roles/fabric_validate: fabric_rdma_rounds, fabric_preflight_errors, fabric_merge_thresholds,
+fabric_evaluate, fabric_failure_lines, fabric_plot_series (see plugins/module_utils/fabric_checks.py).
+"""
+
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
+    evaluate,
+    failure_lines,
+    merge_thresholds,
+    plot_series,
+    preflight_errors,
+    rdma_rounds,
+)
+from ansible_collections.gpucluster.fabric.plugins.module_utils.nccl_tests import parse_nccl_tests
+from ansible_collections.gpucluster.fabric.plugins.module_utils.perftest import parse_perftest, summarize_perftest
+
+
+def perftest_parse(text):
+    parsed = parse_perftest(text)
+    parsed["summary"] = summarize_perftest(parsed)
+    return parsed
+
+
+def nccl_tests_parse(text):
+    return parse_nccl_tests(text)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "perftest_parse": perftest_parse,
+            "nccl_tests_parse": nccl_tests_parse,
+            "fabric_rdma_rounds": lambda hosts, pairs=None: rdma_rounds(hosts, pairs or None),
+            "fabric_preflight_errors": lambda tiers, thresholds, pairs, play_hosts: preflight_errors(
+                tiers, thresholds, pairs, play_hosts
+            ),
+            "fabric_merge_thresholds": merge_thresholds,
+            "fabric_evaluate": evaluate,
+            "fabric_failure_lines": failure_lines,
+            "fabric_plot_series": plot_series,
+        }

@@ -1,0 +1,548 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""Fabric validation logic: pairing, threshold checks, fleet outliers. Pure functions used by the filters in
+plugins/filter/fabric_validate.py; every check is a dict with host, tier, check, status (passed | failed | skipped),
+measured, threshold, unit and message.
+"""
+
+import re
+import statistics
+
+from .nccl_tests import parse_nccl_tests
+from .perftest import parse_perftest, summarize_perftest
+
+TIERS = ("health", "rdma", "nccl", "outliers")
+FRACTION_THRESHOLDS = ("ib_write_bw_fraction_of_rate", "nccl_busbw_fraction_of_reference", "outlier_fraction_of_median")
+POSITIVE_THRESHOLDS = ("ib_write_lat_max_usec",)
+# NCCL's own docs call these debug-only; hard-coded in /etc/nccl.conf they hurt production jobs.
+NCCL_DEBUG_ONLY = (
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_BUFFSIZE",
+    "NCCL_IB_DISABLE",
+    "NCCL_NET_GDR_LEVEL",
+    "NCCL_P2P_",
+    "NCCL_SHM_DISABLE",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+)
+
+
+def rdma_rounds(hosts=None, pairs=None):
+    """Schedule pairwise tests in rounds where no host takes part twice.
+
+    Without explicit ``pairs``, each host is paired with the next one in a ring (sorted order): N tests for N hosts
+    (one for two hosts), in 2 rounds (even N) or 3 (odd N). Returns a list of rounds, each a list of
+    {server, client}."""
+    if pairs is None:
+        ordered = sorted(hosts or [])
+        if len(ordered) < 2:
+            return []
+        if len(ordered) == 2:
+            pairs = [{"server": ordered[1], "client": ordered[0]}]
+        else:
+            pairs = [{"server": ordered[(i + 1) % len(ordered)], "client": ordered[i]} for i in range(len(ordered))]
+    rounds = []
+    for pair in pairs:
+        for members, scheduled in rounds:
+            if pair["server"] not in members and pair["client"] not in members:
+                scheduled.append(dict(pair))
+                members.update((pair["server"], pair["client"]))
+                break
+        else:
+            rounds.append(({pair["server"], pair["client"]}, [dict(pair)]))
+    return [scheduled for _, scheduled in rounds]
+
+
+def preflight_errors(tiers, thresholds, pairs, play_hosts):
+    """Messages for bad input, each naming the variable, the value and the fix. Empty when all is well."""
+    errors = []
+    for tier in tiers or []:
+        if tier not in TIERS:
+            errors.append(f"fabric_validate_tiers contains unknown tier '{tier}'; use any of {', '.join(TIERS)}")
+    for name, entry in (thresholds or {}).items():
+        value = entry.get("value") if isinstance(entry, dict) else entry
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            errors.append(f"fabric_validate_thresholds.{name}={value!r} is not a number")
+            continue
+        if name in FRACTION_THRESHOLDS and not 0 < number <= 1:
+            errors.append(f"fabric_validate_thresholds.{name}={value} is outside (0, 1]; give a fraction such as 0.9")
+        elif name in POSITIVE_THRESHOLDS and number <= 0:
+            errors.append(f"fabric_validate_thresholds.{name}={value} must be greater than 0")
+        elif name not in FRACTION_THRESHOLDS + POSITIVE_THRESHOLDS:
+            errors.append(
+                f"fabric_validate_thresholds has unknown key '{name}'; known: "
+                + ", ".join(FRACTION_THRESHOLDS + POSITIVE_THRESHOLDS)
+            )
+    for index, pair in enumerate(pairs or []):
+        for role in ("server", "client"):
+            host = (pair or {}).get(role)
+            if host not in play_hosts:
+                errors.append(
+                    f"fabric_validate_rdma_pairs[{index}].{role}={host!r} is not a host in this play; "
+                    f"use one of {', '.join(sorted(play_hosts))} or remove the pair"
+                )
+        if pair and pair.get("server") == pair.get("client"):
+            errors.append(f"fabric_validate_rdma_pairs[{index}] pairs {pair.get('server')!r} with itself")
+    return errors
+
+
+def merge_thresholds(defaults, overrides):
+    """{name: {value, unit, source}} with site overrides (plain numbers) applied and marked as such."""
+    merged = {name: dict(entry) for name, entry in (defaults or {}).items()}
+    for name, value in (overrides or {}).items():
+        entry = merged.setdefault(name, {})
+        entry["value"] = value.get("value") if isinstance(value, dict) else value
+        entry["source"] = "site override"
+    return merged
+
+
+def _check(host, tier, check, status, message, measured=None, threshold=None, unit=None):
+    return {
+        "host": host,
+        "tier": tier,
+        "check": check,
+        "status": status,
+        "measured": measured,
+        "threshold": threshold,
+        "unit": unit,
+        "message": message,
+    }
+
+
+def _ports(data):
+    for device in (data.get("ib") or {}).get("devices") or []:
+        for port in device.get("ports") or []:
+            yield device["name"], port
+
+
+def _rdma_port(data, device_name=None):
+    """The port the RDMA tests use: on the named device, else the first ACTIVE port."""
+    ports = list(_ports(data))
+    if device_name:
+        ports = [(d, p) for d, p in ports if d == device_name]
+    active = [(d, p) for d, p in ports if p.get("state") == "ACTIVE"]
+    chosen = (active or ports or [(None, None)])[0]
+    return chosen
+
+
+def health_checks(host, data, expected):
+    checks = []
+    ib = data.get("ib") or {}
+    if not ib.get("rdma_present"):
+        checks.append(_check(host, "health", "rdma.device", "skipped", "skipped: no RDMA device"))
+    else:
+        for device, port in _ports(data):
+            name = f"{device}/{port['port']}"
+            ok = port.get("state") == "ACTIVE" and port.get("phys_state") == "LinkUp"
+            checks.append(
+                _check(
+                    host,
+                    "health",
+                    f"port.state[{name}]",
+                    "passed" if ok else "failed",
+                    f"{name} is {port.get('state')}/{port.get('phys_state')}"
+                    + ("" if ok else ", expected ACTIVE/LinkUp"),
+                    measured=f"{port.get('state')}/{port.get('phys_state')}",
+                    threshold="ACTIVE/LinkUp",
+                )
+            )
+            rate = port.get("rate_gbps")
+            want_rate = expected.get("rate_gbps")
+            if want_rate:
+                ok = rate is not None and rate >= float(want_rate)
+                checks.append(
+                    _check(
+                        host,
+                        "health",
+                        f"port.rate[{name}]",
+                        "passed" if ok else "failed",
+                        f"{name} rate {rate} Gb/s, expected at least {want_rate} Gb/s",
+                        rate,
+                        want_rate,
+                        "Gb/s",
+                    )
+                )
+            else:
+                checks.append(
+                    _check(
+                        host,
+                        "health",
+                        f"port.rate[{name}]",
+                        "skipped",
+                        f"skipped: {name} rate {rate} Gb/s, no fabric_validate_expected_rate_gbps set",
+                        rate,
+                        unit="Gb/s",
+                    )
+                )
+            mtu = port.get("active_mtu")
+            want_mtu = expected.get("active_mtu")
+            if not want_mtu:
+                continue
+            if mtu is None:
+                checks.append(
+                    _check(
+                        host,
+                        "health",
+                        f"port.active_mtu[{name}]",
+                        "skipped",
+                        f"skipped: active MTU of {name} unknown (InfiniBand port and no ibv_devinfo)",
+                        threshold=want_mtu,
+                        unit="B",
+                    )
+                )
+            else:
+                ok = mtu >= int(want_mtu)
+                checks.append(
+                    _check(
+                        host,
+                        "health",
+                        f"port.active_mtu[{name}]",
+                        "passed" if ok else "failed",
+                        f"{name} active MTU {mtu} (from {port.get('active_mtu_source')}), expected at least {want_mtu}",
+                        mtu,
+                        want_mtu,
+                        "B",
+                    )
+                )
+        for module, loaded in sorted((ib.get("modules_loaded") or {}).items()):
+            checks.append(
+                _check(
+                    host,
+                    "health",
+                    f"module[{module}]",
+                    "passed" if loaded else "failed",
+                    f"kernel module {module} is " + ("loaded" if loaded else "not loaded"),
+                    loaded,
+                    True,
+                )
+            )
+    checks.extend(_gpu_health(host, data))
+    checks.extend(_nccl_conf_health(host, data))
+    for iface in data.get("interfaces") or []:
+        want = iface.get("expected_mtu")
+        have = iface.get("mtu")
+        if have is None:
+            status, message = "failed", f"interface {iface['name']} not found (expected MTU {want})"
+        else:
+            status = "passed" if int(have) == int(want) else "failed"
+            message = f"interface {iface['name']} MTU {have}, expected {want}"
+        checks.append(_check(host, "health", f"interface.mtu[{iface['name']}]", status, message, have, want, "B"))
+    return checks
+
+
+def _gpu_health(host, data):
+    gpu = data.get("gpu") or {}
+    if not gpu.get("gpu_present"):
+        reason = gpu.get("skipped_reason") or "no GPU"
+        return [_check(host, "health", "gpu.nic_affinity", "skipped", f"skipped: {reason}")]
+    checks = []
+    for entry in gpu.get("affinity") or []:
+        name = f"gpu.nic_affinity[{entry['gpu']}]"
+        if entry.get("nic") is None:
+            checks.append(_check(host, "health", name, "skipped", f"skipped: {entry['gpu']}: no NIC in topology"))
+        else:
+            checks.append(
+                _check(
+                    host,
+                    "health",
+                    name,
+                    "failed" if entry["flagged"] else "passed",
+                    entry.get("reason") or f"{entry['gpu']} nearest NIC {entry['nic_device']} at {entry['distance']}",
+                    entry["distance"],
+                    "PXB or nearer",
+                )
+            )
+    gpudirect = data.get("gpudirect")
+    if not gpudirect:
+        checks.append(
+            _check(host, "health", "gpudirect", "skipped", "skipped: fact gpucluster_gpudirect not set (rdma_modules)")
+        )
+    else:
+        mode = gpudirect.get("mode")
+        checks.append(
+            _check(
+                host,
+                "health",
+                "gpudirect",
+                "failed" if mode in (None, "none") else "passed",
+                f"GPUDirect RDMA mode {mode}: {gpudirect.get('reason', '')}".strip(),
+                mode,
+                "peermem or dmabuf",
+            )
+        )
+    return checks
+
+
+def _nccl_conf_health(host, data):
+    conf = data.get("nccl_conf") or {}
+    if conf.get("content") is None:
+        return [_check(host, "health", "nccl.conf", "skipped", f"skipped: {conf.get('path', 'nccl.conf')} absent")]
+    found = []
+    for line in conf["content"].splitlines():
+        key = line.split("#", 1)[0].split("=", 1)[0].strip()
+        if key and any(key == bad or (bad.endswith("_") and key.startswith(bad)) for bad in NCCL_DEBUG_ONLY):
+            found.append(key)
+    return [
+        _check(
+            host,
+            "health",
+            "nccl.conf",
+            "failed" if found else "passed",
+            (f"{conf['path']} sets debug-only {', '.join(found)}" if found else f"{conf['path']} has no debug-only"),
+            found,
+            [],
+        )
+    ]
+
+
+def rdma_checks(host, data, thresholds, device_name=None):
+    if not (data.get("ib") or {}).get("rdma_present"):
+        return [_check(host, "rdma", "rdma", "skipped", "skipped: no RDMA device")]
+    runs = data.get("rdma") or []
+    if not runs:
+        return [_check(host, "rdma", "rdma", "skipped", "skipped: no peer to test against")]
+    checks = []
+    device, port = _rdma_port(data, device_name)
+    for run in runs:
+        name = f"{run['test']}[{run.get('peer')}]"
+        parsed = parse_perftest(run.get("output", ""))
+        summary = summarize_perftest(parsed)
+        if not summary["ok"]:
+            checks.append(
+                _check(
+                    host,
+                    "rdma",
+                    name,
+                    "failed",
+                    f"{run['test']} to {run.get('peer')} failed: " + "; ".join(summary["errors"][:3]),
+                )
+            )
+            continue
+        if summary["kind"] == "bw":
+            fraction = float(thresholds["ib_write_bw_fraction_of_rate"]["value"])
+            rate = (port or {}).get("rate_gbps")
+            if not rate:
+                checks.append(
+                    _check(
+                        host, "rdma", name, "skipped", "skipped: port rate unknown", summary["bw_avg_gbps"], unit="Gb/s"
+                    )
+                )
+                continue
+            limit = round(fraction * rate, 3)
+            ok = summary["bw_avg_gbps"] >= limit
+            checks.append(
+                _check(
+                    host,
+                    "rdma",
+                    name,
+                    "passed" if ok else "failed",
+                    f"ib_write_bw to {run.get('peer')}: {summary['bw_avg_gbps']} Gb/s, threshold {limit} Gb/s "
+                    f"({fraction} x {rate} Gb/s port rate of {device}/{port.get('port')})",
+                    summary["bw_avg_gbps"],
+                    limit,
+                    "Gb/s",
+                )
+            )
+        else:
+            limit = float(thresholds["ib_write_lat_max_usec"]["value"])
+            ok = summary["t_typical_usec"] <= limit
+            checks.append(
+                _check(
+                    host,
+                    "rdma",
+                    name,
+                    "passed" if ok else "failed",
+                    f"ib_write_lat to {run.get('peer')}: typical {summary['t_typical_usec']} us, threshold {limit} us",
+                    summary["t_typical_usec"],
+                    limit,
+                    "us",
+                )
+            )
+    return checks
+
+
+def busbw_reference(references, gpu_name, gpus):
+    """The first reference row whose 'gpu' pattern matches the GPU name and whose gpus_per_node equals ``gpus``."""
+    for row in references or []:
+        if re.search(row["gpu"], gpu_name or "", re.IGNORECASE) and int(row["gpus_per_node"]) == int(gpus or 0):
+            return row
+    return None
+
+
+def nccl_checks(host, data, thresholds, references):
+    gpu = data.get("gpu") or {}
+    nccl = data.get("nccl")
+    if not gpu.get("gpu_present"):
+        return [_check(host, "nccl", "nccl.all_reduce", "skipped", f"skipped: {gpu.get('skipped_reason') or 'no GPU'}")]
+    if not nccl or not nccl.get("output"):
+        return [
+            _check(
+                host,
+                "nccl",
+                "nccl.all_reduce",
+                "skipped",
+                "skipped: nccl-tests not available (set fabric_validate_nccl_tests_dir)",
+            )
+        ]
+    parsed = parse_nccl_tests(nccl["output"])
+    if not parsed["ok"]:
+        return [
+            _check(
+                host,
+                "nccl",
+                "nccl.all_reduce",
+                "failed",
+                "all_reduce_perf failed: " + "; ".join(parsed["errors"]),
+                parsed.get("wrong_total"),
+                0,
+                "#wrong",
+            )
+        ]
+    busbw = parsed["largest"]["busbw_gbps"]
+    nranks = parsed["nranks"]
+    model = (parsed["devices"] or [{}])[0].get("name") or (gpu.get("gpus") or [{}])[0].get("name")
+    if nranks is not None and nranks < 2:
+        return [
+            _check(
+                host,
+                "nccl",
+                "nccl.all_reduce",
+                "skipped",
+                f"skipped: {nranks} rank: bus bandwidth is 0 by definition (2(n-1)/n); "
+                f"algbw {parsed['largest']['algbw_gbps']} GB/s at {parsed['largest']['size']} B",
+                busbw,
+                unit="GB/s",
+            )
+        ]
+    row = busbw_reference(references, model, nranks)
+    if row is None:
+        return [
+            _check(
+                host,
+                "nccl",
+                "nccl.all_reduce",
+                "skipped",
+                f"skipped: no busbw reference for {model} x {nranks}; measured {busbw} GB/s",
+                busbw,
+                unit="GB/s",
+            )
+        ]
+    fraction = float(thresholds["nccl_busbw_fraction_of_reference"]["value"])
+    limit = round(fraction * float(row["busbw_gbps"]), 3)
+    return [
+        _check(
+            host,
+            "nccl",
+            "nccl.all_reduce",
+            "passed" if busbw >= limit else "failed",
+            f"all_reduce_perf busbw {busbw} GB/s at {parsed['largest']['size']} B, threshold {limit} GB/s "
+            f"({fraction} x {row['busbw_gbps']} GB/s reference for {nranks}x {row['gpu']}: {row['source']})",
+            busbw,
+            limit,
+            "GB/s",
+        )
+    ]
+
+
+def outlier_checks(checks, thresholds, min_hosts=3):
+    """Flag hosts below fraction x fleet median, per metric (RDMA bandwidth, NCCL busbw)."""
+    fraction = float(thresholds["outlier_fraction_of_median"]["value"])
+    result = []
+    for metric, tier, prefix in (("ib_write_bw", "rdma", "ib_write_bw"), ("nccl.busbw", "nccl", "nccl.all_reduce")):
+        values = {}
+        for check in checks:
+            if (
+                check["tier"] == tier
+                and check["check"].startswith(prefix)
+                and check["status"] != "skipped"
+                and isinstance(check["measured"], (int, float))
+            ):
+                values.setdefault(check["host"], []).append(float(check["measured"]))
+        per_host = {host: min(v) for host, v in values.items()}
+        if len(per_host) < min_hosts:
+            result.append(
+                _check(
+                    "fleet",
+                    "outliers",
+                    f"outlier.{metric}",
+                    "skipped",
+                    f"skipped: {len(per_host)} host(s) measured, need {min_hosts} for a fleet median",
+                )
+            )
+            continue
+        median = statistics.median(per_host.values())
+        limit = round(fraction * median, 3)
+        for host, value in sorted(per_host.items()):
+            result.append(
+                _check(
+                    host,
+                    "outliers",
+                    f"outlier.{metric}",
+                    "passed" if value >= limit else "failed",
+                    f"{metric} {value}, fleet median {median}, threshold {limit} ({fraction} x median)",
+                    value,
+                    limit,
+                )
+            )
+    return result
+
+
+def evaluate(hosts, config):
+    """All checks for the selected tiers. ``hosts``: {host: collected data}; ``config``: tiers, thresholds,
+    references, expected, rdma_device."""
+    tiers = config.get("tiers") or []
+    thresholds = config["thresholds"]
+    checks = []
+    for host in sorted(hosts):
+        data = hosts[host] or {}
+        if "health" in tiers:
+            checks.extend(health_checks(host, data, config.get("expected") or {}))
+        if "rdma" in tiers:
+            checks.extend(rdma_checks(host, data, thresholds, config.get("rdma_device")))
+        if "nccl" in tiers:
+            checks.extend(nccl_checks(host, data, thresholds, config.get("references")))
+    if "outliers" in tiers:
+        checks.extend(outlier_checks(checks, thresholds))
+    summary = {status: len([c for c in checks if c["status"] == status]) for status in ("passed", "failed", "skipped")}
+    summary["total"] = len(checks)
+    return {"checks": checks, "summary": summary}
+
+
+def failure_lines(checks):
+    """One line per failed check: host, check, measured value and threshold."""
+    lines = []
+    for c in checks:
+        if c["status"] != "failed":
+            continue
+        unit = f" {c['unit']}" if c.get("unit") else ""
+        lines.append(
+            f"{c['host']}: {c['tier']}/{c['check']} measured {c['measured']}{unit}, threshold {c['threshold']}{unit}"
+            f" - {c['message']}"
+        )
+    return lines
+
+
+def plot_series(hosts):
+    """Data for the report plot: NCCL busbw (and algbw) by message size per host, RDMA bandwidth per host."""
+    nccl = {}
+    rdma = {}
+    for host, data in sorted((hosts or {}).items()):
+        output = ((data or {}).get("nccl") or {}).get("output")
+        if output:
+            parsed = parse_nccl_tests(output)
+            nccl[host] = [
+                {
+                    "size": r["size"],
+                    "busbw_gbps": r["out_of_place"]["busbw_gbps"],
+                    "algbw_gbps": r["out_of_place"]["algbw_gbps"],
+                }
+                for r in parsed["results"]
+            ]
+        for run in (data or {}).get("rdma") or []:
+            summary = summarize_perftest(parse_perftest(run.get("output", "")))
+            if summary.get("ok") and summary.get("kind") == "bw":
+                rdma.setdefault(host, []).append({"peer": run.get("peer"), "bw_avg_gbps": summary["bw_avg_gbps"]})
+    return {"nccl": nccl, "rdma": rdma}

@@ -1,0 +1,189 @@
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
+    evaluate,
+    failure_lines,
+    merge_thresholds,
+    outlier_checks,
+    preflight_errors,
+    rdma_rounds,
+)
+from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import read_rdma_devices
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+THRESHOLDS = {
+    "ib_write_bw_fraction_of_rate": {"value": 0.9, "source": "test"},
+    "ib_write_lat_max_usec": {"value": 2.5, "source": "test"},
+    "nccl_busbw_fraction_of_reference": {"value": 0.95, "source": "test"},
+    "outlier_fraction_of_median": {"value": 0.9, "source": "test"},
+}
+BW_CLIENT = "softroce-qemu/ib_write_bw_x1_client_vm1.txt"
+REFERENCES = [{"gpu": "H100|H200", "gpus_per_node": 8, "busbw_gbps": 370, "source": "FACTS.md"}]
+
+
+def _ib(vm):
+    devices = read_rdma_devices(str(FIXTURES / f"sysfs-softroce-{vm}"))
+    return {"rdma_present": True, "devices": devices, "modules_loaded": {"ib_core": True, "rdma_rxe": True}}
+
+
+def _config(tiers, **thresholds):
+    return {
+        "tiers": tiers,
+        "thresholds": merge_thresholds(THRESHOLDS, thresholds),
+        "references": REFERENCES,
+        "expected": {"active_mtu": 4096},
+    }
+
+
+def _by(result, host, check):
+    return next(c for c in result["checks"] if c["host"] == host and c["check"] == check)
+
+
+@pytest.mark.parametrize(("n", "rounds"), [(1, 0), (2, 1), (3, 3), (4, 2), (5, 3), (8, 2), (64, 2)])
+def test_ring_pairing_is_linear(n, rounds):
+    hosts = [f"h{i:02d}" for i in range(n)]
+    schedule = rdma_rounds(hosts)
+    assert len(schedule) == rounds
+    pairs = [p for r in schedule for p in r]
+    assert len(pairs) == (0 if n < 2 else 1 if n == 2 else n)
+    for r in schedule:
+        members = [h for p in r for h in (p["server"], p["client"])]
+        assert len(members) == len(set(members)), "a host appears twice in one round"
+    if n > 2:
+        assert {p["client"] for p in pairs} == set(hosts)
+        assert {p["server"] for p in pairs} == set(hosts)
+
+
+def test_explicit_pairs_are_scheduled():
+    pairs = [{"server": "a", "client": "b"}, {"server": "a", "client": "c"}, {"server": "d", "client": "e"}]
+    assert rdma_rounds(pairs=pairs) == [[pairs[0], pairs[2]], [pairs[1]]]
+
+
+def test_preflight_errors():
+    errors = preflight_errors(
+        ["health", "speed"],
+        {"ib_write_bw_fraction_of_rate": 1.5, "outlier_fraction_of_median": 0, "ib_write_lat_max_usec": -1},
+        [{"server": "node1", "client": "ghost"}],
+        ["node1", "node2"],
+    )
+    assert "fabric_validate_tiers contains unknown tier 'speed'; use any of health, rdma, nccl, outliers" in errors
+    assert any("ib_write_bw_fraction_of_rate=1.5 is outside (0, 1]" in e for e in errors)
+    assert any("outlier_fraction_of_median=0 is outside (0, 1]" in e for e in errors)
+    assert any("ib_write_lat_max_usec=-1 must be greater than 0" in e for e in errors)
+    assert any("fabric_validate_rdma_pairs[0].client='ghost' is not a host in this play" in e for e in errors)
+    assert preflight_errors(["health"], THRESHOLDS, [], ["node1"]) == []
+    assert preflight_errors([], {"ib_write_bw_fraction_of_rate": 1}, None, []) == []
+
+
+def test_absent_hardware_is_skipped_never_passed(fixture_text):
+    gpu_absent = {"gpu_present": False, "skipped_reason": "nvidia-smi not found"}
+    hosts = {"bare": {"ib": {"rdma_present": False, "devices": [], "modules_loaded": {}}, "gpu": gpu_absent}}
+    result = evaluate(hosts, _config(["health", "rdma", "nccl", "outliers"]))
+    statuses = {c["check"]: c["status"] for c in result["checks"] if c["host"] == "bare"}
+    assert set(statuses.values()) == {"skipped"}
+    assert _by(result, "bare", "rdma.device")["message"] == "skipped: no RDMA device"
+    assert _by(result, "bare", "rdma")["message"] == "skipped: no RDMA device"
+    assert result["summary"]["passed"] == 0
+
+
+def test_rdma_bw_fails_below_fraction_of_port_rate(fixture_text):
+    hosts = {
+        "vm1": {
+            "ib": _ib("vm1"),
+            "rdma": [
+                {
+                    "test": "ib_write_bw",
+                    "peer": "vm2",
+                    "output": fixture_text("softroce-qemu/ib_write_bw_x1_client_vm1.txt"),
+                }
+            ],
+        }
+    }
+    result = evaluate(hosts, _config(["rdma"]))
+    check = _by(result, "vm1", "ib_write_bw[vm2]")
+    assert check["status"] == "failed"
+    assert check["measured"] == 0.14
+    assert check["threshold"] == 2.25  # 0.9 x 2.5 Gb/s (rxe 1X SDR)
+    lines = failure_lines(result["checks"])
+    assert lines[0].startswith("vm1: rdma/ib_write_bw[vm2] measured 0.14 Gb/s, threshold 2.25 Gb/s")
+    # A site that accepts 5 % of line rate on emulation passes the same measurement.
+    passing = evaluate(hosts, _config(["rdma"], ib_write_bw_fraction_of_rate=0.05))
+    assert _by(passing, "vm1", "ib_write_bw[vm2]")["status"] == "passed"
+
+
+def test_rdma_race_reported_as_failure(fixture_text):
+    output = fixture_text("softroce-qemu/FAILED_ib_write_bw_R_client_vm1_race.txt")
+    hosts = {"vm1": {"ib": _ib("vm1"), "rdma": [{"test": "ib_write_bw", "peer": "vm2", "output": output}]}}
+    check = _by(evaluate(hosts, _config(["rdma"])), "vm1", "ib_write_bw[vm2]")
+    assert check["status"] == "failed"
+    assert "RDMA_CM_EVENT_REJECTED" in check["message"]
+    assert check["measured"] is None
+
+
+def test_rdma_latency_threshold(fixture_text):
+    output = fixture_text("softroce-qemu/ib_write_lat_x1_client_vm1.txt")
+    hosts = {"vm1": {"ib": _ib("vm1"), "rdma": [{"test": "ib_write_lat", "peer": "vm2", "output": output}]}}
+    check = _by(evaluate(hosts, _config(["rdma"])), "vm1", "ib_write_lat[vm2]")
+    assert (check["status"], check["measured"], check["threshold"]) == ("failed", 238.8, 2.5)
+
+
+def test_health_on_softroce_tree():
+    result = evaluate({"vm1": {"ib": _ib("vm1")}}, _config(["health"]))
+    assert _by(result, "vm1", "port.state[rxe0/1]")["status"] == "passed"
+    assert _by(result, "vm1", "port.active_mtu[rxe0/1]")["status"] == "passed"
+    rate = _by(result, "vm1", "port.rate[rxe0/1]")
+    assert rate["status"] == "skipped"  # no expected rate given
+    assert _by(result, "vm1", "module[rdma_rxe]")["status"] == "passed"
+    assert _by(result, "vm1", "nccl.conf")["status"] == "skipped"
+
+
+def test_nccl_conf_debug_only_settings_fail():
+    data = {
+        "ib": _ib("vm1"),
+        "nccl_conf": {"path": "/etc/nccl.conf", "content": "NCCL_ALGO=Ring\nNCCL_P2P_LEVEL=NVL\n"},
+    }
+    check = _by(evaluate({"vm1": data}, _config(["health"])), "vm1", "nccl.conf")
+    assert check["status"] == "failed"
+    assert check["measured"] == ["NCCL_ALGO", "NCCL_P2P_LEVEL"]
+
+
+def test_single_gpu_nccl_is_skipped_with_reason(fixture_text):
+    data = {
+        "gpu": {"gpu_present": True, "gpus": [{"name": "NVIDIA H200"}]},
+        "nccl": {"output": fixture_text("nccl-tests-h200-1gpu/all_reduce_perf-h200-1gpu.txt")},
+    }
+    check = _by(evaluate({"h200": data}, _config(["nccl"])), "h200", "nccl.all_reduce")
+    assert check["status"] == "skipped"
+    assert "bus bandwidth is 0 by definition" in check["message"]
+
+
+def test_nccl_reference_threshold(fixture_text):
+    # Turn the real one-rank table into an 8-rank one (rank lines + busbw column) to exercise the gate.
+    text = fixture_text("nccl-tests-h200-1gpu/all_reduce_perf-h200-1gpu.txt")
+    rank_line = next(line for line in text.splitlines() if "Rank  0" in line)
+    extra = "\n".join(rank_line.replace("Rank  0", f"Rank  {i}") for i in range(1, 8))
+    text = text.replace(rank_line, rank_line + "\n" + extra)
+    last = text.splitlines()[
+        [i for i, line in enumerate(text.splitlines()) if line.strip().startswith("8589934592")][0]
+    ]
+    fields = last.split()
+    fields[7] = "340.00"
+    text = text.replace(last, "  ".join(fields))
+    data = {"gpu": {"gpu_present": True, "gpus": [{"name": "NVIDIA H200"}]}, "nccl": {"output": text}}
+    check = _by(evaluate({"h200": data}, _config(["nccl"])), "h200", "nccl.all_reduce")
+    assert check["status"] == "failed"
+    assert (check["measured"], check["threshold"]) == (340.0, 351.5)
+    assert "FACTS.md" in check["message"]
+
+
+def test_outliers_below_fraction_of_median():
+    checks = [
+        {"host": h, "tier": "rdma", "check": "ib_write_bw[x]", "status": "passed", "measured": v}
+        for h, v in (("a", 380.0), ("b", 390.0), ("c", 385.0), ("d", 300.0))
+    ]
+    result = {c["host"]: c["status"] for c in outlier_checks(checks, THRESHOLDS) if c["check"] == "outlier.ib_write_bw"}
+    assert result == {"a": "passed", "b": "passed", "c": "passed", "d": "failed"}
+    few = outlier_checks(checks[:2], THRESHOLDS)
+    assert {c["status"] for c in few} == {"skipped"}

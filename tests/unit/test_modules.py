@@ -1,0 +1,64 @@
+import json
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpucluster.fabric.plugins.modules import gpu_topology_info, ib_port_info
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _run(module, args, capsys):
+    with patch_module_args(args), pytest.raises(SystemExit):
+        module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_ib_port_info_on_fake_tree(capsys):
+    result = _run(
+        ib_port_info,
+        {"root": str(FIXTURES / "sysfs-softroce-vm2"), "modules": ["rdma_rxe", "nvidia_peermem"]},
+        capsys,
+    )
+    assert result["changed"] is False
+    assert result["rdma_present"] is True
+    port = result["devices"][0]["ports"][0]
+    assert (port["state"], port["rate_gbps"], port["active_mtu"]) == ("ACTIVE", 2.5, 4096)
+    assert port["gids"][1]["gid"] == "0000:0000:0000:0000:0000:ffff:0a14:0002"
+    assert result["modules_loaded"] == {"rdma_rxe": True, "nvidia_peermem": False}
+
+
+def test_ib_port_info_without_devices(tmp_path, capsys):
+    result = _run(ib_port_info, {"root": str(tmp_path)}, capsys)
+    assert result["rdma_present"] is False
+    assert result["devices"] == []
+
+
+def test_ib_port_info_bad_root(tmp_path, capsys):
+    result = _run(ib_port_info, {"root": str(tmp_path / "missing")}, capsys)
+    assert result["failed"] is True
+    assert "is not a directory" in result["msg"]
+
+
+def test_gpu_topology_info_on_captured_output(capsys):
+    result = _run(
+        gpu_topology_info,
+        {
+            "topo_text": (FIXTURES / "h200-1gpu" / "nvidia-smi-topo-m.txt").read_text(),
+            "query_text": (FIXTURES / "h200-1gpu" / "query-gpu.csv").read_text(),
+        },
+        capsys,
+    )
+    assert result["gpu_present"] is True
+    assert result["gpus"][0]["name"] == "NVIDIA H200"
+    assert result["nic_count"] == 0
+    assert result["flagged"] == []
+    assert result["affinity"][0]["reason"] == "no NIC in topology"
+
+
+def test_gpu_topology_info_without_nvidia_smi(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(gpu_topology_info.AnsibleModule, "get_bin_path", lambda self, *a, **k: None)
+    result = _run(gpu_topology_info, {}, capsys)
+    assert result["gpu_present"] is False
+    assert result["skipped_reason"] == "nvidia-smi not found"

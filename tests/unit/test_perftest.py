@@ -1,0 +1,83 @@
+import pytest
+from ansible_collections.gpucluster.fabric.plugins.module_utils.perftest import parse_perftest, summarize_perftest
+
+BW = [
+    ("softroce-qemu/ib_write_bw_x1_client_vm1.txt", 0.23, 0.14, "OFF"),
+    ("softroce-qemu/ib_write_bw_x1_server_vm2.txt", 0.23, 0.14, "OFF"),
+    ("softroce-qemu/ib_write_bw_x1_client_vm1_512M.txt", 0.19, 0.16, "OFF"),
+    ("softroce-qemu/ib_write_bw_R_client_vm1.txt", 0.28, 0.19, "ON"),
+    ("softroce-qemu/ib_write_bw_R_server_vm2.txt", 0.28, 0.19, "ON"),
+]
+
+
+@pytest.mark.parametrize(("path", "peak", "avg", "rdma_cm"), BW)
+def test_ib_write_bw(fixture_text, path, peak, avg, rdma_cm):
+    parsed = parse_perftest(fixture_text(path))
+    assert parsed["ok"] is True
+    assert parsed["kind"] == "bw"
+    assert parsed["test"] == "RDMA_Write BW"
+    assert parsed["errors"] == []
+    assert parsed["results"] == [
+        {
+            "bytes": 65536,
+            "iterations": 1000,
+            "bw_peak_gbps": peak,
+            "bw_avg_gbps": avg,
+            "msg_rate_mpps": parsed["results"][0]["msg_rate_mpps"],
+        }
+    ]
+    assert parsed["settings"]["Device"] == "rxe0"
+    assert parsed["settings"]["Link type"] == "Ethernet"
+    assert parsed["settings"]["Mtu"] == "4096[B]"
+    assert parsed["settings"]["GID index"] == "1"
+    assert parsed["settings"]["rdma_cm QPs"] == rdma_cm
+    assert summarize_perftest(parsed)["bw_avg_gbps"] == avg
+
+
+def test_msg_rate_is_kept_exactly(fixture_text):
+    parsed = parse_perftest(fixture_text("softroce-qemu/ib_write_bw_x1_client_vm1.txt"))
+    assert parsed["results"][0]["msg_rate_mpps"] == 0.000258
+
+
+@pytest.mark.parametrize(
+    ("path", "typical", "avg", "p99"),
+    [
+        ("softroce-qemu/ib_write_lat_x1_client_vm1.txt", 238.80, 866.61, 4163.54),
+        ("softroce-qemu/ib_write_lat_x1_server_vm2.txt", 243.70, 887.45, 4552.64),
+        ("softroce-qemu/ib_write_lat_R_client_vm1.txt", 177.18, 315.21, 2141.96),
+        ("softroce-qemu/ib_write_lat_R_server_vm2.txt", 177.24, 316.81, 2140.76),
+    ],
+)
+def test_ib_write_lat(fixture_text, path, typical, avg, p99):
+    parsed = parse_perftest(fixture_text(path))
+    assert parsed["ok"] is True
+    assert parsed["kind"] == "lat"
+    row = parsed["results"][0]
+    assert row["bytes"] == 2
+    assert row["iterations"] == 1000
+    assert row["t_typical_usec"] == typical
+    assert row["t_avg_usec"] == avg
+    assert row["p99_usec"] == p99
+    summary = summarize_perftest(parsed)
+    assert summary["t_typical_usec"] == typical
+
+
+def test_rdma_cm_race_is_a_failure_not_zero_bandwidth(fixture_text):
+    parsed = parse_perftest(fixture_text("softroce-qemu/FAILED_ib_write_bw_R_client_vm1_race.txt"))
+    assert parsed["ok"] is False
+    assert parsed["results"] == []
+    assert "Event: RDMA_CM_EVENT_REJECTED; error: 8." in parsed["errors"]
+    summary = summarize_perftest(parsed)
+    assert summary["ok"] is False
+    assert "bw_avg_gbps" not in summary
+
+
+def test_empty_output_is_a_failure():
+    parsed = parse_perftest("")
+    assert parsed["ok"] is False
+    assert parsed["errors"] == ["no result rows in perftest output"]
+
+
+def test_error_after_results_is_a_failure(fixture_text):
+    text = fixture_text("softroce-qemu/ib_write_bw_x1_client_vm1.txt") + "\n Failed to complete run\n"
+    assert parse_perftest(text)["ok"] is False
