@@ -308,8 +308,13 @@ def rdma_checks(host, data, thresholds, device_name=None):
     device, port = _rdma_port(data, device_name)
     for run in runs:
         name = f"{run['test']}[{run.get('peer')}]"
+        if run.get("skipped"):
+            checks.append(_check(host, "rdma", name, "skipped", f"skipped: {run['skipped']}"))
+            continue
         parsed = parse_perftest(run.get("output", ""))
         summary = summarize_perftest(parsed)
+        if run.get("rc") not in (None, 0):
+            summary = {"ok": False, "errors": [f"exit status {run['rc']}"] + summary.get("errors", [])}
         if not summary["ok"]:
             checks.append(
                 _check(
@@ -377,7 +382,7 @@ def nccl_checks(host, data, thresholds, references):
     nccl = data.get("nccl")
     if not gpu.get("gpu_present"):
         return [_check(host, "nccl", "nccl.all_reduce", "skipped", f"skipped: {gpu.get('skipped_reason') or 'no GPU'}")]
-    if not nccl or not nccl.get("output"):
+    if not nccl or not (nccl.get("output") or nccl.get("skipped")):
         return [
             _check(
                 host,
@@ -387,7 +392,12 @@ def nccl_checks(host, data, thresholds, references):
                 "skipped: nccl-tests not available (set fabric_validate_nccl_tests_dir)",
             )
         ]
+    if nccl.get("skipped"):
+        return [_check(host, "nccl", "nccl.all_reduce", "skipped", f"skipped: {nccl['skipped']}")]
     parsed = parse_nccl_tests(nccl["output"])
+    if nccl.get("rc") not in (None, 0):
+        parsed["ok"] = False
+        parsed["errors"].insert(0, f"exit status {nccl['rc']}")
     if not parsed["ok"]:
         return [
             _check(

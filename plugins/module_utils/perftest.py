@@ -53,6 +53,7 @@ def parse_perftest(text):
     results = []
     errors = []
     columns = None
+    bw_unit = "Gb/sec"
     for raw in text.splitlines():
         line = raw.rstrip()
         if not line.strip() or set(line.strip()) <= {"-", "*"}:
@@ -64,6 +65,8 @@ def parse_perftest(text):
             continue
         if line.lstrip().startswith("#bytes"):
             columns = LAT_COLUMNS if "t_min" in line else BW_COLUMNS
+            if "MB/sec" in line:
+                bw_unit = "MB/sec"
             continue
         if columns and _ROW_RE.match(line):
             values = [_number(v) for v in line.split()]
@@ -89,6 +92,7 @@ def parse_perftest(text):
         "test": test,
         "settings": settings,
         "results": results,
+        "bw_unit": bw_unit,
         "errors": errors,
     }
 
@@ -97,6 +101,9 @@ def summarize_perftest(parsed):
     """Reduce a parsed run to the numbers the validation gates use (largest message size row)."""
     if not parsed.get("ok") or not parsed.get("results"):
         return {"ok": False, "errors": parsed.get("errors", [])}
+    if parsed["kind"] == "bw" and parsed.get("bw_unit") != "Gb/sec":
+        # perftest prints MB/sec unless run with --report_gbits; the gates compare Gb/s with the port rate.
+        return {"ok": False, "errors": ["bandwidth reported in MB/sec; run perftest with --report_gbits"]}
     row = max(parsed["results"], key=lambda r: r["bytes"])
     summary = {"ok": True, "kind": parsed["kind"], "bytes": row["bytes"]}
     if parsed["kind"] == "bw":

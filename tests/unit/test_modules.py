@@ -62,3 +62,32 @@ def test_gpu_topology_info_without_nvidia_smi(monkeypatch, tmp_path, capsys):
     result = _run(gpu_topology_info, {}, capsys)
     assert result["gpu_present"] is False
     assert result["skipped_reason"] == "nvidia-smi not found"
+
+
+def test_fabric_report_plot_writes_png(tmp_path, capsys):
+    from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import plot_series
+    from ansible_collections.gpucluster.fabric.plugins.modules import fabric_report_plot
+
+    hosts = {
+        "h200": {"nccl": {"output": (FIXTURES / "nccl-tests-h200-1gpu" / "all_reduce_perf-h200-1gpu.txt").read_text()}},
+        "vm1": {
+            "rdma": [
+                {
+                    "test": "ib_write_bw",
+                    "peer": "vm2",
+                    "output": (FIXTURES / "softroce-qemu" / "ib_write_bw_x1_client_vm1.txt").read_text(),
+                }
+            ]
+        },
+    }
+    series = plot_series(hosts)
+    assert series["rdma"] == {"vm1": [{"peer": "vm2", "bw_avg_gbps": 0.14}]}
+    assert len(series["nccl"]["h200"]) == 31
+    target = tmp_path / "plot.png"
+    result = _run(fabric_report_plot, {"path": str(target), "series": series}, capsys)
+    assert result["panels"] == ["nccl", "rdma"]
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again = _run(fabric_report_plot, {"path": str(target), "series": series}, capsys)
+    assert again["changed"] is False
+    series["rdma"]["vm1"][0]["bw_avg_gbps"] = 0.5
+    assert _run(fabric_report_plot, {"path": str(target), "series": series}, capsys)["changed"] is True

@@ -81,3 +81,13 @@ def test_empty_output_is_a_failure():
 def test_error_after_results_is_a_failure(fixture_text):
     text = fixture_text("softroce-qemu/ib_write_bw_x1_client_vm1.txt") + "\n Failed to complete run\n"
     assert parse_perftest(text)["ok"] is False
+
+
+def test_mb_per_sec_output_is_not_compared_with_gbits(fixture_text):
+    text = fixture_text("softroce-qemu/ib_write_bw_x1_client_vm1.txt").replace("[Gb/sec]", "[MB/sec]")
+    parsed = parse_perftest(text)
+    assert parsed["ok"] is True
+    assert parsed["bw_unit"] == "MB/sec"
+    summary = summarize_perftest(parsed)
+    assert summary["ok"] is False
+    assert "--report_gbits" in summary["errors"][0]
