@@ -73,10 +73,11 @@ def _draw(series, title, path):
     fig, (ax_nccl, ax_rdma) = plt.subplots(1, 2, figsize=(13, 5))
     fig.suptitle(title)
     nccl = series.get("nccl") or {}
-    for host, rows in sorted(nccl.items()):
+    for index, (host, rows) in enumerate(sorted(nccl.items())):
         sizes = [r["size"] for r in rows]
-        ax_nccl.plot(sizes, [r["busbw_gbps"] or 0 for r in rows], marker="o", label=f"{host} busbw")
-        ax_nccl.plot(sizes, [r["algbw_gbps"] or 0 for r in rows], linestyle="--", label=f"{host} algbw")
+        color = f"C{index % 10}"
+        ax_nccl.plot(sizes, [r["busbw_gbps"] or 0 for r in rows], marker="o", color=color, label=f"{host} busbw")
+        ax_nccl.plot(sizes, [r["algbw_gbps"] or 0 for r in rows], linestyle="--", color=color, label=f"{host} algbw")
     ax_nccl.set_xscale("log", base=2)
     ax_nccl.set_xlabel("message size (bytes)")
     ax_nccl.set_ylabel("GB/s (out-of-place)")
