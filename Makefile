@@ -54,6 +54,11 @@ lint: venv  ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/ansible-lint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python tools/role_docs.py --check
+
+.PHONY: docs
+docs: venv  ## regenerate the variable tables in roles/*/README.md from meta/argument_specs.yml
+	$(BIN)/python tools/role_docs.py
 
 .PHONY: unit
 unit: venv  ## pytest unit tests for plugins and module_utils

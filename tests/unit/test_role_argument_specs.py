@@ -1,32 +1,43 @@
-"""Every role's meta/argument_specs.yml must describe exactly its defaults, with the same default values."""
+"""Every role's meta/argument_specs.yml describes exactly its defaults, and its README's variable table is current."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
-import yaml
 
-ROLES = sorted(path.parent.parent for path in Path(__file__).resolve().parents[2].glob("roles/*/defaults/main.yml"))
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("role_docs", ROOT / "tools" / "role_docs.py")
+role_docs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(role_docs)
 
-
-def load(path):
-    with open(path, encoding="utf-8") as stream:
-        return yaml.safe_load(stream) or {}
+ROLES = sorted(path.parent.parent for path in ROOT.glob("roles/*/meta/argument_specs.yml"))
 
 
 def test_roles_found():
-    assert ROLES, "no role with defaults/main.yml found"
+    assert ROLES, "no role with meta/argument_specs.yml found"
 
 
 @pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
 def test_argument_specs_match_defaults(role):
-    defaults = load(role / "defaults" / "main.yml")
-    options = load(role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options), (
-        f"{role.name}: only in defaults: {sorted(set(defaults) - set(options))}; "
-        f"only in argument_specs: {sorted(set(options) - set(defaults))}"
+    assert role_docs.disagreements(role) == []
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
+def test_every_option_documented(role):
+    options = role_docs.load(role / "meta" / "argument_specs.yml")["argument_specs"]["main"].get("options") or {}
+    for name, option in options.items():
+        assert option.get("description"), f"{role.name}: {name} has no description"
+        assert "type" in option, f"{role.name}: {name} has no type"
+
+
+def test_disagreement_is_detected(tmp_path):
+    role = tmp_path / "demo"
+    (role / "defaults").mkdir(parents=True)
+    (role / "meta").mkdir()
+    (role / "defaults" / "main.yml").write_text("demo_a: 1\ndemo_b: x\n")
+    (role / "meta" / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    options:\n      demo_a: {type: int, default: 2, description: a}\n"
     )
-    for name, value in defaults.items():
-        spec = options[name]
-        assert spec.get("description"), f"{role.name}: {name} has no description"
-        assert "type" in spec, f"{role.name}: {name} has no type"
-        assert spec.get("default") == value, f"{role.name}: {name} default {spec.get('default')!r} != {value!r}"
+    problems = role_docs.disagreements(role)
+    assert any("demo_b is in defaults/main.yml but not in meta/argument_specs.yml" in p for p in problems)
+    assert any("demo_a defaults to 1 but argument_specs says 2" in p for p in problems)
