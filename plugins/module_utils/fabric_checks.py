@@ -8,7 +8,7 @@ measured, threshold, unit and message.
 import re
 import statistics
 
-from .nccl_tests import parse_nccl_tests
+from .nccl_tests import parse_nccl_tests, primary
 from .perftest import parse_perftest, summarize_perftest
 
 TIERS = ("health", "rdma", "nccl", "outliers")
@@ -389,7 +389,8 @@ def nccl_checks(host, data, thresholds, references):
                 "nccl",
                 "nccl.all_reduce",
                 "skipped",
-                "skipped: nccl-tests not available (set fabric_validate_nccl_tests_dir)",
+                "skipped: no all-reduce benchmark "
+                "(set fabric_validate_nccl_tests_dir or fabric_validate_nccl_torch_python)",
             )
         ]
     if nccl.get("skipped"):
@@ -546,8 +547,8 @@ def plot_series(hosts):
             nccl[host] = [
                 {
                     "size": r["size"],
-                    "busbw_gbps": r["out_of_place"]["busbw_gbps"],
-                    "algbw_gbps": r["out_of_place"]["algbw_gbps"],
+                    "busbw_gbps": primary(r)["busbw_gbps"],
+                    "algbw_gbps": primary(r)["algbw_gbps"],
                 }
                 for r in parsed["results"]
             ]

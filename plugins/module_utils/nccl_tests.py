@@ -18,6 +18,13 @@ _ROW_RE = re.compile(
     r"\s+(?P<ip_time>" + _VALUE + r")\s+(?P<ip_algbw>" + _VALUE + r")\s+(?P<ip_busbw>" + _VALUE + r")"
     r"\s+(?P<ip_wrong>" + _VALUE + r")\s*$"
 )
+_SINGLE_ROW_RE = re.compile(
+    r"^\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\S+)\s+(?P<redop>\S+)\s+(?P<root>-?\d+)"
+    r"\s+(?P<time>" + _VALUE + r")\s+(?P<algbw>" + _VALUE + r")\s+(?P<busbw>" + _VALUE + r")"
+    r"\s+(?P<wrong>" + _VALUE + r")\s*$"
+)
+_TORCH_RE = re.compile(r"^#\s*torch (?P<torch>\S+) nccl-library=(?P<l>\d+)")
+_SHORT_RANK_RE = re.compile(r"^#\s+Rank\s+(?P<rank>\d+)\s+device\s+(?P<device>\d+)\s+(?P<name>\S.*?)\s*$")
 _VERSION_RE = re.compile(
     r"^#\s*nccl-tests version (?P<tests>\S+)(?: nccl-headers=(?P<h>\d+))?(?: nccl-library=(?P<l>\d+))?"
 )
@@ -47,19 +54,28 @@ def _side(time_us, algbw, busbw, wrong):
     }
 
 
+def primary(row):
+    """The out-of-place numbers (what nccl-tests' PERFORMANCE.md quotes), or in-place where only that was timed."""
+    return row["out_of_place"] or row["in_place"]
+
+
+def _sides(row):
+    return [row[side] for side in ("out_of_place", "in_place") if row[side]]
+
+
 def _finish(result):
     rows = result["results"]
-    wrong = [r for r in rows for side in ("out_of_place", "in_place") if (r[side]["wrong"] or 0) > 0]
-    result["wrong_total"] = sum((r[side]["wrong"] or 0) for r in rows for side in ("out_of_place", "in_place"))
+    wrong = [r for r in rows if any((side["wrong"] or 0) > 0 for side in _sides(r))]
+    result["wrong_total"] = sum((side["wrong"] or 0) for r in rows for side in _sides(r))
     result["nranks"] = len(result["devices"]) or result.get("nranks") or None
     if rows:
         largest = max(rows, key=lambda r: r["size"])
         result["largest"] = {
             "size": largest["size"],
-            "busbw_gbps": largest["out_of_place"]["busbw_gbps"],
-            "algbw_gbps": largest["out_of_place"]["algbw_gbps"],
+            "busbw_gbps": primary(largest)["busbw_gbps"],
+            "algbw_gbps": primary(largest)["algbw_gbps"],
         }
-        result["peak_busbw_gbps"] = max((r["out_of_place"]["busbw_gbps"] or 0.0) for r in rows)
+        result["peak_busbw_gbps"] = max((primary(r)["busbw_gbps"] or 0.0) for r in rows)
     else:
         result["largest"] = None
         result["peak_busbw_gbps"] = None
@@ -102,7 +118,26 @@ def parse_nccl_tests_text(text):
                 }
             )
             continue
+        match = _SINGLE_ROW_RE.match(line)
+        if match:
+            g = match.groupdict()
+            side = _side(g["time"], g["algbw"], g["busbw"], g["wrong"])
+            result["results"].append(
+                {
+                    "size": int(g["size"]),
+                    "count": int(g["count"]),
+                    "type": g["type"],
+                    "redop": g["redop"],
+                    "root": int(g["root"]),
+                    # One timed column: the in-place one (torch.distributed.all_reduce works in place).
+                    "out_of_place": None,
+                    "in_place": side,
+                }
+            )
+            continue
         for regex, handler in (
+            (_TORCH_RE, _on_torch),
+            (_SHORT_RANK_RE, _on_short_rank),
             (_VERSION_RE, _on_version),
             (_START_RE, _on_start),
             (_RANK_RE, _on_rank),
@@ -123,6 +158,23 @@ def _on_version(result, m):
     result["nccl_tests_version"] = m.group("tests")
     if m.group("l"):
         result["nccl_library_version"] = int(m.group("l"))
+
+
+def _on_torch(result, m):
+    result["collective"] = result["collective"] or "all_reduce (torch.distributed)"
+    result["nccl_library_version"] = int(m.group("l"))
+
+
+def _on_short_rank(result, m):
+    result["devices"].append(
+        {
+            "rank": int(m.group("rank")),
+            "host": None,
+            "device": int(m.group("device")),
+            "bus_id": None,
+            "name": m.group("name"),
+        }
+    )
 
 
 def _on_start(result, m):

@@ -2,12 +2,6 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 
-import filecmp
-import os
-import tempfile
-
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 ---
 module: fabric_report_plot
@@ -35,11 +29,15 @@ options:
     description: Figure title.
     type: str
     default: Fabric validation
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -62,6 +60,12 @@ panels:
   type: list
   elements: str
 """
+
+import filecmp  # noqa: E402
+import os  # noqa: E402
+import tempfile  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 
 def _draw(series, title, path):

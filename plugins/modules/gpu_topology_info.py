@@ -2,15 +2,6 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpucluster.fabric.plugins.module_utils.nvidia_smi import (
-    gpu_nic_affinity,
-    parse_query_gpu_csv,
-    parse_topo_matrix,
-    summarize_gpus,
-)
-
 DOCUMENTATION = r"""
 ---
 module: gpu_topology_info
@@ -38,11 +29,15 @@ options:
     description:
       - Captured C(nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv) output.
     type: str
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -90,6 +85,14 @@ flagged:
   type: list
   elements: str
 """
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.nvidia_smi import (  # noqa: E402
+    gpu_nic_affinity,
+    parse_query_gpu_csv,
+    parse_topo_matrix,
+    summarize_gpus,
+)
 
 C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 QUERY_FIELDS = "index,name,pci.bus_id,driver_version,memory.total"

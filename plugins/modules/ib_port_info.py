@@ -2,17 +2,6 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 
-
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import (
-    loaded_modules,
-    merge_ibv_devinfo,
-    parse_ibv_devinfo,
-    read_rdma_devices,
-)
-
 DOCUMENTATION = r"""
 ---
 module: ib_port_info
@@ -42,11 +31,15 @@ options:
     description: Run C(ibv_devinfo -v) for the active MTU when it is installed and O(root=/).
     type: bool
     default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 notes:
   - A host without RDMA devices returns RV(rdma_present=false); callers should report it as skipped, not passed.
 """
@@ -106,6 +99,16 @@ modules_loaded:
   type: dict
   sample: {ib_core: true, nvidia_peermem: false}
 """
+
+import os  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import (  # noqa: E402
+    loaded_modules,
+    merge_ibv_devinfo,
+    parse_ibv_devinfo,
+    read_rdma_devices,
+)
 
 C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 

@@ -99,3 +99,39 @@ def test_no_rows_is_a_failure():
     assert parsed["ok"] is False
     assert any("NCCL WARN" in e for e in parsed["errors"])
     assert "no result rows in nccl-tests output" in parsed["errors"]
+
+
+# The layout roles/fabric_validate/files/nccl_allreduce_torch.py prints (in-place column only); written from its
+# format strings, not captured: replace with a capture from a real multi-GPU run when one exists.
+TORCH_TWO_GPUS = """\
+# torch 2.9.1+cu130 nccl-library=22809
+# nThread 1 nGpus 1 nRanks 2 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20
+#  Rank  Device  Name
+#  Rank  0 device  0 NVIDIA H200
+#  Rank  1 device  1 NVIDIA H200
+#                                            in-place
+#       size         count      type   redop    root     time   algbw   busbw  #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)
+     1048576        262144     float     sum      -1    20.00   52.43   52.43       0
+     2097152        524288     float     sum      -1    30.00   69.91   69.91       0
+     4194304       1048576     float     sum      -1    40.00  104.86  104.86       0
+# Avg bus bandwidth    : 75.7333
+"""
+
+
+def test_torch_benchmark_format():
+    parsed = parse_nccl_tests(TORCH_TWO_GPUS)
+    assert parsed["ok"] is True
+    assert parsed["nccl_library_version"] == 22809
+    assert parsed["nranks"] == 2
+    assert [d["name"] for d in parsed["devices"]] == ["NVIDIA H200", "NVIDIA H200"]
+    assert parsed["results"][-1]["out_of_place"] is None
+    assert parsed["results"][-1]["in_place"]["busbw_gbps"] == 104.86
+    assert parsed["largest"] == {"size": 4194304, "busbw_gbps": 104.86, "algbw_gbps": 104.86}
+    assert parsed["avg_busbw_gbps"] == 75.7333
+
+
+def test_torch_benchmark_wrong_elements_fail():
+    parsed = parse_nccl_tests(TORCH_TWO_GPUS.replace("104.86       0", "104.86      12"))
+    assert parsed["ok"] is False
+    assert parsed["wrong_total"] == 12
