@@ -35,9 +35,7 @@ class FilterModule:
             "perftest_parse": perftest_parse,
             "nccl_tests_parse": nccl_tests_parse,
             "fabric_rdma_rounds": lambda hosts, pairs=None: rdma_rounds(hosts, pairs or None),
-            "fabric_preflight_errors": lambda tiers, thresholds, pairs, play_hosts: preflight_errors(
-                tiers, thresholds, pairs, play_hosts
-            ),
+            "fabric_preflight_errors": preflight_errors,
             "fabric_merge_thresholds": merge_thresholds,
             "fabric_evaluate": evaluate,
             "fabric_failure_lines": failure_lines,

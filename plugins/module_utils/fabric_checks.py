@@ -51,7 +51,7 @@ def rdma_rounds(hosts=None, pairs=None):
                 break
         else:
             rounds.append(({pair["server"], pair["client"]}, [dict(pair)]))
-    return [scheduled for _, scheduled in rounds]
+    return [scheduled for _members, scheduled in rounds]
 
 
 def preflight_errors(tiers, thresholds, pairs, play_hosts):

@@ -174,7 +174,7 @@ def parse_nvidia_smi_q(text):
             stack.append((indent, section))
             continue
         if " : " in line or line.endswith(":"):
-            key, _, value = line.partition(":")
+            key, _sep, value = line.partition(":")
             parent[key.strip()] = value.strip()
         else:
             section = {}

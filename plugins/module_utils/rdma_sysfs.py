@@ -168,7 +168,7 @@ def parse_ibv_devinfo(text):
             port = {"port": int(value), "gids": []}
             device["ports"].append(port)
         elif port is not None and key.startswith("GID["):
-            gid, _, gid_type = value.partition(",")
+            gid, _sep, gid_type = value.partition(",")
             port["gids"].append({"index": int(key[4:-1]), "gid": gid.strip(), "type": gid_type.strip() or None})
         elif port is not None:
             if key in ("max_mtu", "active_mtu"):

@@ -13,7 +13,7 @@ description:
     C(gpucluster.fabric.fabric_plot_series) filter.
   - Fails with a clear message when matplotlib is not installed on the Python that runs it.
 version_added: 0.1.0
-author: gpucluster.fabric maintainers
+author: gpucluster.fabric maintainers (!UNKNOWN)
 requirements:
   - matplotlib
 options:
@@ -92,7 +92,7 @@ def _draw(series, title, path):
         ax_nccl.text(0.5, 0.5, "no NCCL measurement", ha="center", va="center", transform=ax_nccl.transAxes)
     rdma = series.get("rdma") or {}
     labels = [f"{host}\n-> {r['peer']}" for host, runs in sorted(rdma.items()) for r in runs]
-    values = [r["bw_avg_gbps"] for _, runs in sorted(rdma.items()) for r in runs]
+    values = [r["bw_avg_gbps"] for _host, runs in sorted(rdma.items()) for r in runs]
     ax_rdma.bar(range(len(values)), values)
     ax_rdma.set_xticks(range(len(values)))
     ax_rdma.set_xticklabels(labels, fontsize="small")

@@ -13,7 +13,7 @@ description:
     are flagged - NCCL will not use GPUDirect RDMA for them.
   - Reads only. Safe in check mode. A host without C(nvidia-smi) returns RV(gpu_present=false) with a reason.
 version_added: 0.1.0
-author: gpucluster.fabric maintainers
+author: gpucluster.fabric maintainers (!UNKNOWN)
 options:
   max_nic_distance:
     description: Farthest acceptable GPU to NIC connection type.

@@ -14,7 +14,7 @@ description:
     supplies it for every port. RV(devices[].ports[].active_mtu_source) says which one was used.
   - Reads only; never changes anything. Safe in check mode.
 version_added: 0.1.0
-author: gpucluster.fabric maintainers
+author: gpucluster.fabric maintainers (!UNKNOWN)
 options:
   root:
     description:
@@ -66,33 +66,82 @@ devices:
   type: list
   elements: dict
   contains:
-    name: {description: Device name (mlx5_0, rxe0), type: str, returned: always}
-    node_guid: {description: Node GUID as sysfs prints it, type: str, returned: always}
-    node_type: {description: CA, switch or router, type: str, returned: always}
-    fw_ver: {description: Firmware version, type: str, returned: always}
+    name:
+      description: Device name, for example mlx5_0 or rxe0.
+      type: str
+      returned: always
+    node_guid:
+      description: Node GUID as sysfs prints it.
+      type: str
+      returned: always
+    node_type:
+      description: CA, switch or router.
+      type: str
+      returned: always
+    fw_ver:
+      description: Firmware version.
+      type: str
+      returned: always
     ports:
       description: Ports of the device.
       type: list
       elements: dict
       returned: always
       contains:
-        port: {description: Port number, type: int, returned: always}
-        state: {description: Logical state (ACTIVE, DOWN, INIT, ARMED), type: str, returned: always}
-        phys_state: {description: Physical state (LinkUp, Polling, Disabled), type: str, returned: always}
-        rate: {description: Rate as sysfs prints it, type: str, returned: always, sample: 400 Gb/sec (4X NDR)}
-        rate_gbps: {description: Rate in Gb/s, type: float, returned: always}
-        link_layer: {description: InfiniBand or Ethernet, type: str, returned: always}
-        lid: {description: Port LID (0 on RoCE), type: int, returned: always}
-        sm_lid: {description: LID of the subnet manager, type: int, returned: always}
+        port:
+          description: Port number.
+          type: int
+          returned: always
+        state:
+          description: Logical state - ACTIVE, DOWN, INIT or ARMED.
+          type: str
+          returned: always
+        phys_state:
+          description: Physical state - LinkUp, Polling, Disabled and so on.
+          type: str
+          returned: always
+        rate:
+          description: Rate as sysfs prints it.
+          type: str
+          returned: always
+          sample: 400 Gb/sec (4X NDR)
+        rate_gbps:
+          description: Rate in Gb/s.
+          type: float
+          returned: always
+        link_layer:
+          description: InfiniBand or Ethernet.
+          type: str
+          returned: always
+        lid:
+          description: Port LID (0 on RoCE).
+          type: int
+          returned: always
+        sm_lid:
+          description: LID of the subnet manager.
+          type: int
+          returned: always
         gids:
-          description: Populated GID entries with RoCE type and netdev.
+          description: Populated GID entries, each with index, gid, type (RoCE v1/v2, IB) and ndev.
           type: list
           elements: dict
           returned: always
-        netdev: {description: Netdev of the port (RoCE), type: str, returned: always}
-        netdev_mtu: {description: MTU of that netdev, type: int, returned: always}
-        active_mtu: {description: Active IB MTU in bytes, or null when it cannot be known, type: int, returned: always}
-        active_mtu_source: {description: netdev_mtu, ibv_devinfo or null, type: str, returned: always}
+        netdev:
+          description: Netdev of the port (RoCE).
+          type: str
+          returned: always
+        netdev_mtu:
+          description: MTU of that netdev.
+          type: int
+          returned: always
+        active_mtu:
+          description: Active IB MTU in bytes; null when it cannot be known.
+          type: int
+          returned: always
+        active_mtu_source:
+          description: Where the active MTU came from - netdev_mtu, ibv_devinfo, or null.
+          type: str
+          returned: always
 modules_loaded:
   description: For each requested module, whether it is loaded.
   returned: always

@@ -65,6 +65,7 @@ def test_gpu_topology_info_without_nvidia_smi(monkeypatch, tmp_path, capsys):
 
 
 def test_fabric_report_plot_writes_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")  # a controller-side requirement; ansible-test's units venv lacks it
     from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import plot_series
     from ansible_collections.gpucluster.fabric.plugins.modules import fabric_report_plot
 
@@ -91,3 +92,21 @@ def test_fabric_report_plot_writes_png(tmp_path, capsys):
     assert again["changed"] is False
     series["rdma"]["vm1"][0]["bw_avg_gbps"] = 0.5
     assert _run(fabric_report_plot, {"path": str(target), "series": series}, capsys)["changed"] is True
+
+
+def test_fabric_report_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
+    import builtins
+
+    from ansible_collections.gpucluster.fabric.plugins.modules import fabric_report_plot
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    result = _run(fabric_report_plot, {"path": str(tmp_path / "p.png"), "series": {}}, capsys)
+    assert result["failed"] is True
+    assert "matplotlib is required on the controller" in result["msg"]
