@@ -309,6 +309,7 @@ def gather(root="/", nccl_version=None, kallsyms=True, runtime_probe=None):
         "loaded": peermem_module["state"] in ("loaded", "builtin"),
         "available": peermem_module["state"] != "missing",
         "path": peermem_module["path"],
+        "persisted_in": files_loading_module(tree, "nvidia_peermem"),
     }
 
     if nccl_version:
@@ -339,6 +340,29 @@ def gather(root="/", nccl_version=None, kallsyms=True, runtime_probe=None):
         "runtime_load": runtime_load_possible(tree, proc_modules_text, runtime_probe),
         "hca": pci_rdma_devices(tree),
     }
+
+
+MODULES_LOAD_DIRS = (
+    "etc/modules-load.d",
+    "run/modules-load.d",
+    "usr/local/lib/modules-load.d",
+    "usr/lib/modules-load.d",
+)
+
+
+def files_loading_module(tree, name):
+    """modules-load.d files (and Debian's /etc/modules) that load a module at boot."""
+    candidates = ["etc/modules"]
+    for directory in MODULES_LOAD_DIRS:
+        candidates.extend(directory + "/" + entry for entry in tree.listdir(directory) if entry.endswith(".conf"))
+    found = []
+    for relpath in candidates:
+        for line in (tree.read(relpath) or "").splitlines():
+            words = line.split("#", 1)[0].split(";", 1)[0].split()
+            if words and module_name(words[0]) == module_name(name):
+                found.append("/" + relpath)
+                break
+    return found
 
 
 def runtime_load_possible(tree, proc_modules_text, runtime_probe):

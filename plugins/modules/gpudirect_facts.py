@@ -97,7 +97,9 @@ errors:
   type: list
   elements: str
 decision_warnings:
-  description: O(mode) can be honoured but goes against the facts (for example dmabuf on a 5.4 kernel).
+  description:
+    - O(mode) can be honoured but goes against the facts (for example dmabuf on a 5.4 kernel).
+    - Also shown as Ansible warnings.
   returned: always
   type: list
   elements: str
@@ -114,7 +116,10 @@ facts:
       type: dict
       returned: always
     nvidia: {description: "C(present), C(loaded), C(version), C(open), C(evidence)", type: dict, returned: always}
-    peermem: {description: "C(loaded), C(available), C(path)", type: dict, returned: always}
+    peermem:
+      description: "C(loaded), C(available), C(path), C(persisted_in) (modules-load.d files that load it at boot)"
+      type: dict
+      returned: always
     nccl: {description: "C(version), C(source)", type: dict, returned: always}
     runtime_load:
       description: "C(possible), C(reason): whether kernel modules can be loaded here"
@@ -166,6 +171,8 @@ def main():
     probe = live_probe(module) if params["root"] == "/" else None
     facts = gather(params["root"], params["nccl_version"] or None, params["kallsyms"], probe)
     decision = decide(facts, params["mode"])
+    for warning in decision["warnings"]:
+        module.warn(warning)
     result = {
         "changed": False,
         "facts": facts,

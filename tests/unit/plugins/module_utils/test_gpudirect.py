@@ -262,7 +262,7 @@ def test_real_h200_host_decides_dmabuf():
         "evidence": "/proc/driver/nvidia/version",
     }
     assert facts["nccl"] == {"version": "2.28.3", "source": "dpkg libnccl2"}
-    assert facts["peermem"] == {"loaded": False, "available": False, "path": None}
+    assert facts["peermem"] == {"loaded": False, "available": False, "path": None, "persisted_in": []}
     assert facts["runtime_load"]["possible"] is False
     assert facts["hca"] == []
     decision = gd.decide(facts)
@@ -463,3 +463,18 @@ def test_hca_detection(tmp_path):
 
 def test_real_h200_pci_bus_has_no_hca():
     assert gd.pci_rdma_devices(gd.RootTree(H200)) == []
+
+
+def test_files_that_load_peermem_at_boot(tmp_path):
+    root = tmp_path / "root"
+    (root / "etc" / "modules-load.d").mkdir(parents=True)
+    (root / "usr" / "lib" / "modules-load.d").mkdir(parents=True)
+    (root / "etc" / "modules").write_text("# /etc/modules: kernel modules to load at boot time.\nloop\n")
+    (root / "etc" / "modules-load.d" / "nvidia-peermem.conf").write_text("nvidia-peermem\n")
+    (root / "etc" / "modules-load.d" / "off.conf").write_text("# nvidia_peermem\n;nvidia_peermem\n")
+    (root / "etc" / "modules-load.d" / "notes.txt").write_text("nvidia_peermem\n")
+    (root / "usr" / "lib" / "modules-load.d" / "gpu.conf").write_text("nvidia\nnvidia_peermem  # GPUDirect\n")
+    assert gd.files_loading_module(gd.RootTree(str(root)), "nvidia_peermem") == [
+        "/etc/modules-load.d/nvidia-peermem.conf",
+        "/usr/lib/modules-load.d/gpu.conf",
+    ]
