@@ -88,7 +88,7 @@ def parse_dpkg_status(text):
         for line in stanza.splitlines():
             if line[:1] in (" ", "\t") or ":" not in line:
                 continue
-            key, _, value = line.partition(":")
+            key, _sep, value = line.partition(":")
             fields[key.strip()] = value.strip()
         name = fields.get("Package")
         status = fields.get("Status", "").split()

@@ -2,14 +2,6 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import (
-    MODES,
-    decide,
-    gather,
-    hca_modules,
-)
-
 DOCUMENTATION = r"""
 ---
 module: gpudirect_facts
@@ -26,7 +18,7 @@ description:
     NVIDIA/Mellanox RDMA adapters on the PCI bus with the kernel modules they need.
   - Reads only; never changes anything. Safe in check mode.
 version_added: 0.1.0
-author: gpucluster.fabric maintainers
+author: gpucluster.fabric maintainers (@gpucluster)
 options:
   root:
     description:
@@ -60,8 +52,10 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Reads only, so check mode returns the same facts and decision.
     support: full
   diff_mode:
+    description: Changes nothing, so there is no diff.
     support: none
 notes:
   - Debian and Ubuntu (dpkg) only for the rdma-core and NCCL versions.
@@ -88,8 +82,8 @@ gpudirect:
   returned: unless O(mode) cannot be honoured (see RV(errors))
   type: dict
   contains:
-    mode: {description: peermem, dmabuf or none, type: str, returned: always}
-    reason: {description: Why, naming the facts that decided it, type: str, returned: always}
+    mode: {description: "peermem, dmabuf or none", type: str, returned: always}
+    reason: {description: "Why, naming the facts that decided it", type: str, returned: always}
   sample: {mode: dmabuf, reason: "DMA-BUF: kernel 6.1.0-18-amd64 >= 5.12, rdma-core 44.0 >= 34, ..."}
 errors:
   description: Why O(mode) cannot be honoured on this host (for example peermem without an NVIDIA driver).
@@ -137,16 +131,26 @@ hca_modules:
 """
 
 
+# ansible-test requires the documentation above every import.
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import (  # noqa: E402
+    MODES,
+    decide,
+    gather,
+    hca_modules,
+)
+
+
 def live_probe(module):
     """What only commands on the live system can tell."""
     probe = {"modprobe": module.get_bin_path("modprobe", opt_dirs=["/usr/sbin", "/sbin"])}
     ofed_info = module.get_bin_path("ofed_info", opt_dirs=["/usr/bin", "/usr/sbin"])
     if ofed_info:
-        rc, out, _ = module.run_command([ofed_info, "-s"])
+        rc, out, _err = module.run_command([ofed_info, "-s"])
         probe["ofed_info"] = out.strip().rstrip(":") if rc == 0 else None
     modinfo = module.get_bin_path("modinfo", opt_dirs=["/usr/sbin", "/sbin"])
     if modinfo:
-        rc, out, _ = module.run_command([modinfo, "-F", "license", "nvidia"])
+        rc, out, _err = module.run_command([modinfo, "-F", "license", "nvidia"])
         probe["nvidia_license"] = out.strip() if rc == 0 else None
     return probe
 

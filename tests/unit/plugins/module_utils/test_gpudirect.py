@@ -222,7 +222,7 @@ AUTO_TABLE = [
 
 @pytest.mark.parametrize(("tree", "mode", "reason_parts"), AUTO_TABLE)
 def test_auto_decision(tmp_path, tree, mode, reason_parts):
-    _, decision = decide_for(tmp_path, **tree)
+    _facts, decision = decide_for(tmp_path, **tree)
     assert decision["mode"] == mode, decision["reason"]
     for part in reason_parts:
         assert part in decision["reason"]
@@ -277,7 +277,7 @@ def test_real_h200_host_decides_dmabuf():
 
 @pytest.mark.parametrize("requested", ["peermem", "dmabuf"])
 def test_forced_mode_without_nvidia_driver_is_an_error(tmp_path, requested):
-    _, decision = decide_for(tmp_path, requested=requested, nvidia=None)
+    _facts, decision = decide_for(tmp_path, requested=requested, nvidia=None)
     assert decision["mode"] is None
     assert len(decision["errors"]) == 1
     assert f"GPUDirect mode {requested} was requested but there is no NVIDIA kernel driver" in decision["errors"][0]
@@ -285,7 +285,7 @@ def test_forced_mode_without_nvidia_driver_is_an_error(tmp_path, requested):
 
 
 def test_none_is_always_honoured(tmp_path):
-    _, decision = decide_for(tmp_path, requested="none", nvidia=None)
+    _facts, decision = decide_for(tmp_path, requested="none", nvidia=None)
     assert decision == {
         "mode": "none",
         "reason": "GPUDirect RDMA turned off by request (mode none)",
@@ -295,7 +295,7 @@ def test_none_is_always_honoured(tmp_path):
 
 
 def test_forced_dmabuf_against_the_facts_warns(tmp_path):
-    _, decision = decide_for(tmp_path, requested="dmabuf", release="5.10.0-28-amd64", dpkg="bullseye")
+    _facts, decision = decide_for(tmp_path, requested="dmabuf", release="5.10.0-28-amd64", dpkg="bullseye")
     assert decision["mode"] == "dmabuf"
     assert decision["warnings"] == [
         "DMA-BUF requested but not supported here: kernel 5.10.0-28-amd64 < 5.12; rdma-core 33.2 < 34"
@@ -303,18 +303,18 @@ def test_forced_dmabuf_against_the_facts_warns(tmp_path):
 
 
 def test_forced_peermem_on_inbox_warns(tmp_path):
-    _, decision = decide_for(tmp_path, requested="peermem")
+    _facts, decision = decide_for(tmp_path, requested="peermem")
     assert decision["mode"] == "peermem"
     assert "without the PeerDirect API" in decision["warnings"][0]
 
 
 def test_forced_peermem_on_ofed_is_clean(tmp_path):
-    _, decision = decide_for(tmp_path, requested="peermem", ib_core="ofed-loaded")
+    _facts, decision = decide_for(tmp_path, requested="peermem", ib_core="ofed-loaded")
     assert decision["mode"] == "peermem" and decision["warnings"] == []
 
 
 def test_unknown_mode_is_an_error(tmp_path):
-    _, decision = decide_for(tmp_path, requested="gdrcopy")
+    _facts, decision = decide_for(tmp_path, requested="gdrcopy")
     assert decision["mode"] is None
     assert "unknown GPUDirect mode 'gdrcopy'" in decision["errors"][0]
 
