@@ -68,14 +68,29 @@ docs: venv  ## regenerate the variable tables in roles/*/README.md from meta/arg
 unit: venv  ## pytest unit tests for plugins and module_utils
 	$(BIN)/pytest tests/unit tests/repo
 
+# Each (scenario, suite) pair runs as its own job with its own Molecule ephemeral directory, so that
+# MOLECULE_JOBS of them can run at once; each job's output goes to .build/molecule-logs/ and is shown on failure.
+MOLECULE_JOBS ?= 3
+MOLECULE_LOGS := $(ROOT)/.build/molecule-logs
+MOLECULE_RUNS := $(foreach scenario,$(SCENARIOS),$(foreach suite,$(LAB_SUITES),molecule-run/$(scenario)/$(suite)))
+
 .PHONY: molecule
-molecule: venv images  ## every container scenario on every lab suite (SCENARIOS=..., LAB_SUITES=...)
-	for scenario in $(SCENARIOS); do \
-	  for suite in $(LAB_SUITES); do \
-	    echo "=== molecule test -s $$scenario on $$suite ==="; \
-	    MOLECULE_SUITE=$$suite MOLECULE_IMAGE=$(LAB_IMAGE_REPO):$$suite $(BIN)/molecule test -s $$scenario; \
-	  done; \
-	done
+molecule: venv images  ## every container scenario on every lab suite (SCENARIOS=..., LAB_SUITES=..., MOLECULE_JOBS=...)
+	rm -rf $(MOLECULE_LOGS) && mkdir -p $(MOLECULE_LOGS)
+	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) $(MOLECULE_RUNS)
+
+$(MOLECULE_RUNS): molecule-run/%:
+	@scenario=$(word 1,$(subst /, ,$*)); suite=$(word 2,$(subst /, ,$*)); \
+	log=$(MOLECULE_LOGS)/$$scenario-$$suite.log; start=$$(date +%s); \
+	echo "START molecule test -s $$scenario on $$suite"; \
+	if MOLECULE_SUITE=$$suite MOLECULE_IMAGE=$(LAB_IMAGE_REPO):$$suite \
+	  MOLECULE_EPHEMERAL_DIRECTORY=$(ROOT)/.cache/molecule/$$scenario-$$suite \
+	  $(BIN)/molecule test -s $$scenario >$$log 2>&1; then \
+	  echo "PASS  molecule test -s $$scenario on $$suite ($$(( $$(date +%s) - start )) s)"; \
+	else \
+	  echo "FAIL  molecule test -s $$scenario on $$suite ($$(( $$(date +%s) - start )) s); last lines of $$log:"; \
+	  tail -n 120 $$log; exit 1; \
+	fi
 
 .PHONY: build
 build: venv  ## build the collection tarball
