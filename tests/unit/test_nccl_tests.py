@@ -135,3 +135,23 @@ def test_torch_benchmark_wrong_elements_fail():
     parsed = parse_nccl_tests(TORCH_TWO_GPUS.replace("104.86       0", "104.86      12"))
     assert parsed["ok"] is False
     assert parsed["wrong_total"] == 12
+
+
+def test_torch_benchmark_real_two_h200(fixture_text):
+    # Captured on the 2 x H200 accelerator host (NVLink NV18, NCCL 2.28.9, NVLS off):
+    # python3 roles/fabric_validate/files/nccl_allreduce_torch.py -b 8 -e 8G
+    parsed = parse_nccl_tests(fixture_text("nccl-torch-h200/nccl_allreduce_torch-h200-2gpu.txt"))
+    assert parsed["ok"] is True
+    assert parsed["nccl_library_version"] == 22809
+    assert parsed["nranks"] == 2
+    assert len(parsed["results"]) == 31  # 8 B .. 8 GiB by factor 2
+    assert parsed["wrong_total"] == 0
+    assert parsed["largest"] == {"size": 8589934592, "busbw_gbps": 347.78, "algbw_gbps": 347.78}
+    assert parsed["avg_busbw_gbps"] == 111.809
+
+
+def test_torch_benchmark_real_one_h200_has_zero_busbw(fixture_text):
+    parsed = parse_nccl_tests(fixture_text("nccl-torch-h200/nccl_allreduce_torch-h200-1gpu.txt"))
+    assert parsed["ok"] is True
+    assert parsed["nranks"] == 1
+    assert {row["in_place"]["busbw_gbps"] for row in parsed["results"]} == {0.0}

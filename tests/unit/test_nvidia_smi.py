@@ -115,3 +115,13 @@ def test_summarize_gpus(fixture_text):
             "architecture": "Hopper",
         }
     ]
+
+
+def test_topo_two_h200_nvlink(fixture_text):
+    # Captured on the 2 x H200 accelerator host: GPUs joined by 18 bonded NVLinks, no NIC.
+    topo = parse_topo_matrix(fixture_text("h200-2gpu/nvidia-smi-topo-m.txt"))
+    assert topo["devices"] == ["GPU0", "GPU1"]
+    assert topo["matrix"]["GPU0"]["GPU1"] == "NV18"
+    assert topo["matrix"]["GPU1"]["GPU0"] == "NV18"
+    assert topo["affinity"]["GPU1"] == {"CPU Affinity": "0-31", "NUMA Affinity": "0", "GPU NUMA ID": "N/A"}
+    assert [entry["flagged"] for entry in gpu_nic_affinity(topo)] == [False, False]
