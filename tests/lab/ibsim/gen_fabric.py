@@ -7,7 +7,8 @@ per PCI function) with NodeDescription "<host> mlx5_<n>", so `smpquery nodedesc`
 
 Input is one of:
   --inventory PATH      an Ansible inventory (read through `ansible-inventory --list`)
-  --hostvars-json PATH  JSON: `ansible-inventory --list` output, or {host: {fabric_port_guids: [...]}}, or '-' (stdin)
+  --hostvars-json PATH  JSON: `ansible-inventory --list` output, {host: {fabric_port_guids: [...]}} or
+                        {host: [guids]}; '-' reads stdin
   --synthetic N         N hosts with 1 port GUID each (for benchmarks)
 
 ibsim quirk the generator handles: ibsim gives an HCA's port p the GUID caguid + p, ignoring the "(guid)" written on
@@ -35,6 +36,8 @@ IBSIM_MAX_SWITCHES = 256
 IBSIM_MAX_PORTS = 13312
 # Switch GUIDs come from a range that no HCA in the inventory may use (checked).
 DEFAULT_SWITCH_GUID_BASE = 0x0008F10400000000
+# Summary of the last fabric main() generated (read by the benchmark).
+describe_last = ""
 
 
 def load_hostvars(args):
@@ -59,7 +62,8 @@ def load_hostvars(args):
             order.extend(data.get(group, {}).get("hosts", []))
         order.extend(h for h in hostvars if h not in order)
         return hostvars, order
-    return data, None
+    # {host: [guids]} is accepted as shorthand for {host: {fabric_port_guids: [guids]}}
+    return {h: ({"fabric_port_guids": v} if isinstance(v, list) else v) for h, v in data.items()}, None
 
 
 def build_fabric(hcas, hcas_per_leaf, spines, links_per_spine, switch_guid_base):
@@ -181,6 +185,8 @@ def main(argv=None):
         f"{len(hca_nodes)} HCAs, {len(switches) - args.spines} leaves x {args.hcas_per_leaf} HCA ports, "
         f"{args.spines} spines, {args.links_per_spine} link(s) per leaf-spine pair"
     )
+    global describe_last
+    describe_last = f"{title}; {len(switches)} switches, {ports} ports"
     text = render(switches, hca_nodes, title)
     if args.output == "-":
         sys.stdout.write(text)

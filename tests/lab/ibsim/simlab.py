@@ -158,6 +158,16 @@ class SimLab:
                     proc.kill()
 
 
+def memberships_of(keys):
+    """P_Key table entries -> {low 15 bits: full|limited|both}."""
+    found = {}
+    for key in keys:
+        kind = "full" if key & 0x8000 else "limited"
+        previous = found.get(key & 0x7FFF)
+        found[key & 0x7FFF] = "both" if previous and previous != kind else kind
+    return found
+
+
 def describe_pkeys(keys):
     return " ".join(f"{k & 0x7FFF:#06x}({'full' if k & 0x8000 else 'limited'})" for k in keys)
 
