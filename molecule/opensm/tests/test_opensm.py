@@ -5,6 +5,7 @@ rendering bug cannot hide itself. Phase 1 is after converge; phase 2 after side_
 """
 
 import re
+import shlex
 
 import pytest
 
@@ -52,19 +53,11 @@ def sim(host, command):
     return host.check_output(f"{ENV} {command}")
 
 
+@pytest.fixture(scope="module")
 def phase(host):
+    """1 after converge; 2 after side_effect.yml (it writes /root/lab/phase)."""
     marker = host.file("/root/lab/phase")
     return int(marker.content_string.strip()) if marker.exists else 1
-
-
-def lids(host):
-    """{port GUID: lid} for every CA port, from ibnetdiscover -p (SMPs; see tests/lab/ibsim/README.md)."""
-    result = {}
-    for line in sim(host, "ibnetdiscover -p").splitlines():
-        match = re.match(r"^CA\s+(\d+)\s+\d+\s+(0x[0-9a-f]+)\s", line)
-        if match:
-            result[f"0x{int(match.group(2), 16):016x}"] = int(match.group(1))
-    return result
 
 
 def memberships(raw_keys):
@@ -83,9 +76,38 @@ def table_values(text):
     return [int(value, 16) for value in re.findall(r"0x[0-9a-fA-F]{4}\b", text)]
 
 
+# One remote command collects everything (each testinfra command through Ansible costs seconds): the CA ports with
+# their LIDs from `ibnetdiscover -p` (SMPs), then per LID the P_Key table read from the port (`smpquery pkeys`) and
+# the SA's PKeyTableRecord (`saquery PKTR`, a trusted query that needs the configured SA key).
+COLLECT = f"""
+set -u
+export {ENV}
+ibnetdiscover -p | grep '^CA' | while read -r _ lid _ guid _; do
+  echo "@@port $guid $lid"
+  echo "@@smp"; smpquery pkeys "$lid"
+  echo "@@sa"; saquery -t 5000 --smkey {SA_KEY} PKTR "$lid"
+done
+"""
+
+
 @pytest.fixture(scope="module")
-def lid_map(host):
-    return lids(host)
+def fabric(host):
+    """{port GUID: {"lid": int, "smp": {pkey: membership}, "sa": {pkey: membership}}}"""
+    out = host.check_output(f"bash -c {shlex.quote(COLLECT)}")
+    ports = {}
+    for chunk in out.split("@@port ")[1:]:
+        head, rest = chunk.split("\n", 1)
+        guid, lid = head.split()
+        smp_text, sa_text = rest.split("@@smp", 1)[1].split("@@sa", 1)
+        smp_rows = "\n".join(line for line in smp_text.splitlines() if re.match(r"^\s*\d+:", line))
+        blocks = [b for b in sa_text.split("PKeyTableRecord dump:") if "Block......................0" in b]
+        ports[f"0x{int(guid, 16):016x}"] = {
+            "lid": int(lid),
+            "smp": memberships(table_values(smp_rows)),
+            "sa": memberships(table_values(blocks[0].split("PKey Table:")[1])) if blocks else None,
+            "raw": rest,
+        }
+    return ports
 
 
 def test_ibsim_and_opensm_running(host):
@@ -129,36 +151,30 @@ def test_default_file_binds_port(host):
     assert f'PORTS="{SM_GUID}"' in host.file("/etc/default/opensm").content_string
 
 
-def test_every_inventory_port_is_on_the_fabric(host, lid_map):
-    assert set(lid_map) == set(EXPECTED[1])
+def test_every_inventory_port_is_on_the_fabric(fabric):
+    assert set(fabric) == set(EXPECTED[1])
 
 
 @pytest.mark.parametrize("guid", sorted(EXPECTED[1]))
-def test_port_pkeys_via_smp(host, lid_map, guid):
+def test_port_pkeys_via_smp(phase, fabric, guid):
     """smpquery reads the P_Key table from the port itself: the SM programmed exactly the expected memberships."""
-    table = sim(host, f"smpquery pkeys {lid_map[guid]}")
-    keys = table_values("\n".join(line for line in table.splitlines() if re.match(r"^\s*\d+:", line)))
-    assert memberships(keys) == EXPECTED[phase(host)][guid], table
+    assert fabric[guid]["smp"] == EXPECTED[phase][guid], fabric[guid]["raw"]
 
 
 @pytest.mark.parametrize("guid", sorted(EXPECTED[1]))
-def test_port_pkeys_via_sa(host, lid_map, guid):
-    """The SA's PKeyTableRecord (a trusted query: needs the configured SA_Key) agrees with the port."""
-    out = sim(host, f"saquery -t 5000 --smkey {SA_KEY} PKTR {lid_map[guid]}")
-    blocks = [b for b in out.split("PKeyTableRecord dump:") if "Block......................0" in b]
-    assert blocks, out
-    keys = table_values(blocks[0].split("PKey Table:")[1])
-    assert memberships(keys) == EXPECTED[phase(host)][guid], out
+def test_port_pkeys_via_sa(phase, fabric, guid):
+    """The SA's PKeyTableRecord agrees with the port."""
+    assert fabric[guid]["sa"] == EXPECTED[phase][guid], fabric[guid]["raw"]
 
 
-def test_sa_ignores_pkey_queries_with_the_default_key(host, lid_map):
+def test_sa_ignores_pkey_queries_with_the_default_key(host, fabric):
     """OpenSM's default SA key (0x1) no longer works: the configured sa_key is in force."""
-    result = host.run(f"{ENV} saquery -t 1000 --smkey 0x1 PKTR {lid_map[SM_GUID]}")
+    result = host.run(f"{ENV} saquery -t 1000 --smkey 0x1 PKTR {fabric[SM_GUID]['lid']}")
     assert result.rc != 0 and "PKeyTableRecord dump" not in result.stdout, result
 
 
-def test_membership_change_kept_the_sm_master_and_running(host):
-    if phase(host) != 2:
+def test_membership_change_kept_the_sm_master_and_running(host, phase):
+    if phase != 2:
         pytest.skip("phase 1: side_effect.yml has not changed the membership yet")
     lab = "/root/lab/"
     before = host.file(lab + "pid-before").content_string.strip()
