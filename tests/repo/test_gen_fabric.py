@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("gen_fabric", ROOT / "tests" / "lab" / "ibsim" / "gen_fabric.py")
 gen_fabric = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen_fabric)
