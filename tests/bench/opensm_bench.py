@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Scale figures for role opensm (prints numbers; not a timed test, nothing here passes or fails on speed).
 
 1. Rendering: validate and render partitions.conf for --guids port GUIDs (default 10,000: hosts x 8 HCAs), with the
@@ -7,7 +6,7 @@
    OpenSM to reach MASTER and finish its first heavy sweep with the partitions, P_Key tables checked on sampled
    ports with smpquery; then a membership change applied with SIGHUP and the time until the sampled ports show it.
 
-    tests/bench/opensm_bench.py [--guids 10000] [--hcas 1000] [--ansible] [--skip-fabric]
+    python3 tests/bench/opensm_bench.py [--guids 10000] [--hcas 1000] [--ansible] [--skip-fabric]
 
 Needs ibsim-utils, opensm, infiniband-diags for part 2.
 """
