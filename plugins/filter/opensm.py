@@ -1,0 +1,45 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""Filters behind role opensm: inventory validation and partitions.conf rendering (logic in module_utils)."""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpucluster.fabric.plugins.module_utils import opensm_partitions as op
+
+
+def opensm_partitions_check(partitions, hostvars, groups, default_partition=None, host="localhost"):
+    model, errors = op.resolve_partitions(partitions, hostvars, groups, default_partition, host)
+    if not errors:
+        errors = op.ipoib_mtu_errors(model, hostvars)
+    return errors
+
+
+def opensm_partitions_conf(partitions, hostvars, groups, default_partition=None, header=""):
+    try:
+        return op.partitions_conf(partitions, hostvars, groups, default_partition, header=header)
+    except op.PartitionError as exc:
+        raise AnsibleFilterError(f"opensm_partitions_conf: invalid inventory:\n{exc}") from None
+
+
+def opensm_allow_both_pkeys(partitions, hostvars, groups, default_partition=None):
+    model, errors = op.resolve_partitions(partitions, hostvars, groups, default_partition)
+    if errors:
+        joined = "\n".join(errors)
+        raise AnsibleFilterError(f"opensm_allow_both_pkeys: invalid inventory:\n{joined}")
+    return model["allow_both_pkeys"]
+
+
+def ib_mtu_code(value):
+    try:
+        return op.mtu_bytes_to_code(value)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"ib_mtu_code: {value!r}: {exc}") from None
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "opensm_partitions_check": opensm_partitions_check,
+            "opensm_partitions_conf": opensm_partitions_conf,
+            "opensm_allow_both_pkeys": opensm_allow_both_pkeys,
+            "ib_mtu_code": ib_mtu_code,
+        }
