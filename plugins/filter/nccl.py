@@ -1,0 +1,85 @@
+# Copyright: gpucluster.fabric contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: nccl_package_version
+short_description: NVIDIA's libnccl2 package version for an NCCL release and CUDA version
+description:
+  - Returns C(2.21.5-1+cuda12.4) for C('2.21.5') and C('12.4'). The companion filters of this file
+    (C(nccl_version_errors), C(nccl_conf), C(nccl_feature_report), C(nccl_parse_package_version),
+    C(openpgp_fingerprint)) return validation results for the nccl and cuda_repo roles' preflight.
+positional: _input, cuda_version, revision
+options:
+  _input:
+    description: NCCL release, X.Y.Z (string).
+    type: str
+    required: true
+  cuda_version:
+    description: CUDA major.minor (string).
+    type: str
+    required: true
+  revision:
+    description: Debian revision of NVIDIA's package.
+    type: int
+    default: 1
+author:
+  - gpucluster.fabric contributors
+"""
+
+EXAMPLES = r"""
+nccl_package: "{{ '2.21.5' | gpucluster.fabric.nccl_package_version('12.4') }}"  # 2.21.5-1+cuda12.4
+"""
+
+RETURN = r"""
+_value:
+  description: The Debian version string.
+  type: str
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpucluster.fabric.plugins.module_utils import nccl
+from ansible_collections.gpucluster.fabric.plugins.module_utils.openpgp import normalize_fingerprint
+
+
+def nccl_package_version(nccl_version, cuda_version, revision=1):
+    try:
+        return nccl.package_version(nccl_version, cuda_version, revision)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def nccl_version_errors(nccl_version, cuda_version, revision=1):
+    return nccl.version_errors(nccl_version, cuda_version, revision)
+
+
+def nccl_parse_package_version(text):
+    return nccl.parse_package_version(text)
+
+
+def nccl_conf(settings, allowed_debug=()):
+    return nccl.conf_lines(settings, allowed_debug)
+
+
+def nccl_feature_report(features, table, facts):
+    return nccl.feature_report(features, table, facts)
+
+
+def openpgp_fingerprint(value):
+    """Normalised fingerprint (upper-case hex, no spaces), or '' when ``value`` is not one."""
+    return normalize_fingerprint(value) or ""
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "nccl_package_version": nccl_package_version,
+            "nccl_version_errors": nccl_version_errors,
+            "nccl_parse_package_version": nccl_parse_package_version,
+            "nccl_conf": nccl_conf,
+            "nccl_feature_report": nccl_feature_report,
+            "openpgp_fingerprint": openpgp_fingerprint,
+        }

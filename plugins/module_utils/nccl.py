@@ -1,0 +1,216 @@
+# Copyright: gpucluster.fabric contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Validation for the nccl role: package versions, /etc/nccl.conf content and feature minimums.
+
+Pure functions returning error strings (empty list = valid), so the role's preflight can assert on them and
+name the host, the variable, the value and the fix.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+# NCCL's environment documentation (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) splits its
+# variables into "System configuration" and "Debugging"; the latter "should not be used in production nor retained
+# in scripts ... Keeping them set may result in sub-optimal behavior, crashes, or hangs."
+DEBUG_ONLY_VARIABLES = frozenset(
+    (
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+        "NCCL_BUFFSIZE",
+        "NCCL_NTHREADS",
+        "NCCL_IB_DISABLE",
+        "NCCL_IB_CUDA_SUPPORT",
+        "NCCL_NET_GDR_LEVEL",
+        "NCCL_NET_GDR_READ",
+        "NCCL_SHM_DISABLE",
+        "NCCL_MIN_NCHANNELS",
+        "NCCL_MAX_NCHANNELS",
+        "NCCL_MIN_NRINGS",
+        "NCCL_MAX_NRINGS",
+        "NCCL_MIN_CTAS",
+        "NCCL_MAX_CTAS",
+        "NCCL_LL_THRESHOLD",
+        "NCCL_TREE_THRESHOLD",
+        "NCCL_SINGLE_RING_THRESHOLD",
+        "NCCL_CHECKS_DISABLE",
+        "NCCL_CHECK_POINTERS",
+        "NCCL_LAUNCH_MODE",
+    )
+)
+DEBUG_ONLY_PREFIXES = ("NCCL_P2P_",)
+
+# Variables holding a list of interface or HCA names; a YAML list means exact names and is written with "=".
+NAME_LIST_VARIABLES = {
+    "NCCL_SOCKET_IFNAME": re.compile(r"[A-Za-z0-9_.:-]{1,15}"),  # Linux IFNAMSIZ - 1
+    "NCCL_IB_HCA": re.compile(r"[A-Za-z0-9_]{1,64}(:[0-9]{1,3})?"),  # device[:port]
+}
+# Raw NCCL filter syntax: optional "^" (exclude) then optional "=" (exact), then comma-separated names.
+_FILTER_RE = re.compile(r"\^?=?[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*")
+
+_NAME_RE = re.compile(r"NCCL_[A-Z0-9_]+")
+_NCCL_VERSION_RE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+_CUDA_VERSION_RE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+_PACKAGE_VERSION_RE = re.compile(
+    r"(?P<nccl>[0-9]+\.[0-9]+\.[0-9]+)-(?P<revision>[1-9][0-9]*)\+cuda(?P<cuda>[0-9]+\.[0-9]+)"
+)
+
+
+def is_debug_only(name):
+    return name in DEBUG_ONLY_VARIABLES or name.startswith(DEBUG_ONLY_PREFIXES)
+
+
+def version_errors(nccl_version, cuda_version, revision=1):
+    """Errors for the inputs of :func:`package_version` (NCCL X.Y.Z, CUDA X.Y, revision >= 1)."""
+    errors = []
+    if not isinstance(nccl_version, str) or not _NCCL_VERSION_RE.fullmatch(nccl_version):
+        errors.append(
+            "nccl_version=%r is not an NCCL release number X.Y.Z; write it as a quoted string, e.g. '2.21.5'"
+            % (nccl_version,)
+        )
+    if not isinstance(cuda_version, str) or not _CUDA_VERSION_RE.fullmatch(cuda_version):
+        errors.append(
+            "nccl_cuda_version=%r is not a CUDA major.minor version; write it as a quoted string, e.g. '12.4'"
+            % (cuda_version,)
+        )
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
+        errors.append("nccl_package_revision=%r must be an integer >= 1 (NVIDIA's packages use 1)" % (revision,))
+    return errors
+
+
+def package_version(nccl_version, cuda_version, revision=1):
+    """NVIDIA's Debian version string: ('2.21.5', '12.4') -> '2.21.5-1+cuda12.4'."""
+    errors = version_errors(nccl_version, cuda_version, revision)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return "%s-%d+cuda%s" % (nccl_version, revision, cuda_version)
+
+
+def parse_package_version(text):
+    """'2.21.5-1+cuda12.4' -> {'nccl': '2.21.5', 'revision': 1, 'cuda': '12.4'}; None when not that shape."""
+    match = _PACKAGE_VERSION_RE.fullmatch(text or "")
+    if not match:
+        return None
+    return {"nccl": match.group("nccl"), "revision": int(match.group("revision")), "cuda": match.group("cuda")}
+
+
+def version_tuple(text):
+    """'2.21.5' -> (2, 21, 5); '5.10.0-33-amd64' -> (5, 10, 0); leading numeric dotted part only."""
+    match = re.match(r"[0-9]+(\.[0-9]+)*", str(text))
+    if not match:
+        raise ValueError("%r does not start with a version number" % (text,))
+    return tuple(int(part) for part in match.group(0).split("."))
+
+
+def version_at_least(actual, minimum):
+    a, m = version_tuple(actual), version_tuple(minimum)
+    width = max(len(a), len(m))
+    return a + (0,) * (width - len(a)) >= m + (0,) * (width - len(m))
+
+
+def _render_value(name, value):
+    """Return (text, error)."""
+    if isinstance(value, bool):
+        return ("1" if value else "0"), None
+    if isinstance(value, int):
+        return str(value), None
+    if isinstance(value, (list, tuple)):
+        pattern = NAME_LIST_VARIABLES.get(name)
+        if pattern is None:
+            return None, "%s: a list is only accepted for %s (exact names)" % (name, ", ".join(NAME_LIST_VARIABLES))
+        if not value:
+            return None, "%s: the list of exact names is empty" % name
+        bad = [item for item in value if not isinstance(item, str) or not pattern.fullmatch(item)]
+        if bad:
+            return None, "%s: %r are not valid %s names" % (
+                name,
+                bad,
+                "interface" if name == "NCCL_SOCKET_IFNAME" else "HCA (device[:port])",
+            )
+        return "=" + ",".join(value), None
+    if not isinstance(value, str):
+        return None, "%s: value %r must be a string, integer, boolean or (for name lists) a list" % (name, value)
+    if value == "" or value != value.strip():
+        return None, "%s: value %r is empty or has leading/trailing whitespace" % (name, value)
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        return None, "%s: value %r contains a control character (newline, tab, ...)" % (name, value)
+    if name in NAME_LIST_VARIABLES and not _FILTER_RE.fullmatch(value):
+        return None, "%s: %r is not NCCL filter syntax ([^][=]name[,name...])" % (name, value)
+    return value, None
+
+
+def conf_lines(settings, allowed_debug=()):
+    """Validate the ``nccl_conf`` mapping; return {'lines': ['NAME=value', ...], 'errors': [...], 'notes': [...]}.
+
+    ``allowed_debug`` lists debug-only variable names the user explicitly allows (benchmarks only).
+    """
+    lines, errors, notes = [], [], []
+    if not isinstance(settings, dict):
+        return {"lines": [], "errors": ["nccl_conf must be a mapping of NCCL_* names to values"], "notes": []}
+    allowed = set(allowed_debug or ())
+    for name in allowed:
+        if not isinstance(name, str) or not is_debug_only(name):
+            errors.append(
+                "nccl_conf_allow_debug_variables: %r is not a debug-only variable; list only the debug-only names "
+                "you set in nccl_conf" % (name,)
+            )
+    for name, value in settings.items():
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+            errors.append("nccl_conf: %r is not an NCCL variable name (NCCL_ followed by A-Z, 0-9, _)" % (name,))
+            continue
+        if name == "NCCL_CONF_FILE":
+            errors.append("nccl_conf: NCCL_CONF_FILE is read from the environment only, not from /etc/nccl.conf")
+            continue
+        if is_debug_only(name) and name not in allowed:
+            errors.append(
+                "nccl_conf: %s is a debug-only NCCL variable (NCCL's docs: not for production, may cause "
+                "sub-optimal behaviour, crashes or hangs); remove it, or for a benchmark host add it to "
+                "nccl_conf_allow_debug_variables" % name
+            )
+            continue
+        text, error = _render_value(name, value)
+        if error:
+            errors.append("nccl_conf: " + error)
+            continue
+        if name in NAME_LIST_VARIABLES and isinstance(value, str) and not text.lstrip("^").startswith("="):
+            notes.append(
+                "%s=%s is a prefix match (e.g. mlx5_1 also matches mlx5_10); give a YAML list for exact names"
+                % (name, text)
+            )
+        if name == "NCCL_IB_GID_INDEX":
+            notes.append("NCCL_IB_GID_INDEX is detected automatically (RoCEv2) since NCCL 2.21; a fixed index breaks "
+                         "with VLANs or IPv6")
+        lines.append("%s=%s" % (name, text))
+    return {"lines": lines, "errors": errors, "notes": notes}
+
+
+def feature_report(features, table, facts):
+    """Check requested features against the minimums table.
+
+    ``table``: list of rows {feature, component, minimum, source}. ``facts``: {component: version or None}.
+    Returns {'errors': [...], 'unchecked': [...], 'checked': [...]}. A component whose version is unknown (None) is
+    reported as unchecked, never as passed.
+    """
+    errors, unchecked, checked = [], [], []
+    known = {row.get("feature") for row in table}
+    for feature in features or ():
+        if feature not in known:
+            errors.append(
+                "nccl_required_features: unknown feature %r; known: %s" % (feature, ", ".join(sorted(known)))
+            )
+            continue
+        for row in table:
+            if row.get("feature") != feature:
+                continue
+            component, minimum = row["component"], str(row["minimum"])
+            actual = facts.get(component)
+            label = "%s needs %s >= %s (%s)" % (feature, component, minimum, row["source"])
+            if actual in (None, ""):
+                unchecked.append(label + ": %s version unknown on this host" % component)
+            elif version_at_least(actual, minimum):
+                checked.append(label + ": have %s" % actual)
+            else:
+                errors.append(label + ": this host has %s" % actual)
+    return {"errors": errors, "unchecked": unchecked, "checked": checked}
