@@ -1,16 +1,13 @@
 # Copyright: gpucluster.fabric contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 name: nccl_package_version
 short_description: NVIDIA's libnccl2 package version for an NCCL release and CUDA version
 description:
   - Returns C(2.21.5-1+cuda12.4) for C('2.21.5') and C('12.4'). The companion filters of this file
-    (C(nccl_version_errors), C(nccl_conf), C(nccl_feature_report), C(nccl_parse_package_version),
+    (C(nccl_version_errors), C(nccl_conf), C(nccl_feature_report), C(nccl_parse_package_version), C(nccl_parse_dpkg_query), C(nccl_parse_madison),
     C(openpgp_fingerprint)) return validation results for the nccl and cuda_repo roles' preflight.
 positional: _input, cuda_version, revision
 options:
@@ -40,9 +37,9 @@ _value:
   type: str
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.gpucluster.fabric.plugins.module_utils import nccl
-from ansible_collections.gpucluster.fabric.plugins.module_utils.openpgp import normalize_fingerprint
+from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import nccl  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.openpgp import normalize_fingerprint  # noqa: E402
 
 
 def nccl_package_version(nccl_version, cuda_version, revision=1):
@@ -68,6 +65,14 @@ def nccl_feature_report(features, table, facts):
     return nccl.feature_report(features, table, facts)
 
 
+def nccl_parse_dpkg_query(text):
+    return nccl.parse_dpkg_query(text)
+
+
+def nccl_parse_madison(text):
+    return nccl.parse_madison(text)
+
+
 def openpgp_fingerprint(value):
     """Normalised fingerprint (upper-case hex, no spaces), or '' when ``value`` is not one."""
     return normalize_fingerprint(value) or ""
@@ -81,5 +86,7 @@ class FilterModule:
             "nccl_parse_package_version": nccl_parse_package_version,
             "nccl_conf": nccl_conf,
             "nccl_feature_report": nccl_feature_report,
+            "nccl_parse_dpkg_query": nccl_parse_dpkg_query,
+            "nccl_parse_madison": nccl_parse_madison,
             "openpgp_fingerprint": openpgp_fingerprint,
         }

@@ -6,10 +6,6 @@ Pure functions returning error strings (empty list = valid), so the role's prefl
 name the host, the variable, the value and the fix.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 # NCCL's environment documentation (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) splits its
@@ -67,16 +63,16 @@ def version_errors(nccl_version, cuda_version, revision=1):
     errors = []
     if not isinstance(nccl_version, str) or not _NCCL_VERSION_RE.fullmatch(nccl_version):
         errors.append(
-            "nccl_version=%r is not an NCCL release number X.Y.Z; write it as a quoted string, e.g. '2.21.5'"
-            % (nccl_version,)
+            f"nccl_version={nccl_version!r} is not an NCCL release number X.Y.Z; "
+            "write it as a quoted string, e.g. '2.21.5'"
         )
     if not isinstance(cuda_version, str) or not _CUDA_VERSION_RE.fullmatch(cuda_version):
         errors.append(
-            "nccl_cuda_version=%r is not a CUDA major.minor version; write it as a quoted string, e.g. '12.4'"
-            % (cuda_version,)
+            f"nccl_cuda_version={cuda_version!r} is not a CUDA major.minor version; "
+            "write it as a quoted string, e.g. '12.4'"
         )
     if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
-        errors.append("nccl_package_revision=%r must be an integer >= 1 (NVIDIA's packages use 1)" % (revision,))
+        errors.append(f"nccl_package_revision={revision!r} must be an integer >= 1 (NVIDIA's packages use 1)")
     return errors
 
 
@@ -85,7 +81,7 @@ def package_version(nccl_version, cuda_version, revision=1):
     errors = version_errors(nccl_version, cuda_version, revision)
     if errors:
         raise ValueError("; ".join(errors))
-    return "%s-%d+cuda%s" % (nccl_version, revision, cuda_version)
+    return f"{nccl_version}-{revision}+cuda{cuda_version}"
 
 
 def parse_package_version(text):
@@ -100,7 +96,7 @@ def version_tuple(text):
     """'2.21.5' -> (2, 21, 5); '5.10.0-33-amd64' -> (5, 10, 0); leading numeric dotted part only."""
     match = re.match(r"[0-9]+(\.[0-9]+)*", str(text))
     if not match:
-        raise ValueError("%r does not start with a version number" % (text,))
+        raise ValueError(f"{text!r} does not start with a version number")
     return tuple(int(part) for part in match.group(0).split("."))
 
 
@@ -119,25 +115,25 @@ def _render_value(name, value):
     if isinstance(value, (list, tuple)):
         pattern = NAME_LIST_VARIABLES.get(name)
         if pattern is None:
-            return None, "%s: a list is only accepted for %s (exact names)" % (name, ", ".join(NAME_LIST_VARIABLES))
+            return None, "{}: a list is only accepted for {} (exact names)".format(name, ", ".join(NAME_LIST_VARIABLES))
         if not value:
-            return None, "%s: the list of exact names is empty" % name
+            return None, f"{name}: the list of exact names is empty"
         bad = [item for item in value if not isinstance(item, str) or not pattern.fullmatch(item)]
         if bad:
-            return None, "%s: %r are not valid %s names" % (
+            return None, "{}: {!r} are not valid {} names".format(
                 name,
                 bad,
                 "interface" if name == "NCCL_SOCKET_IFNAME" else "HCA (device[:port])",
             )
         return "=" + ",".join(value), None
     if not isinstance(value, str):
-        return None, "%s: value %r must be a string, integer, boolean or (for name lists) a list" % (name, value)
+        return None, f"{name}: value {value!r} must be a string, integer, boolean or (for name lists) a list"
     if value == "" or value != value.strip():
-        return None, "%s: value %r is empty or has leading/trailing whitespace" % (name, value)
+        return None, f"{name}: value {value!r} is empty or has leading/trailing whitespace"
     if any(ord(char) < 32 or ord(char) == 127 for char in value):
-        return None, "%s: value %r contains a control character (newline, tab, ...)" % (name, value)
+        return None, f"{name}: value {value!r} contains a control character (newline, tab, ...)"
     if name in NAME_LIST_VARIABLES and not _FILTER_RE.fullmatch(value):
-        return None, "%s: %r is not NCCL filter syntax ([^][=]name[,name...])" % (name, value)
+        return None, f"{name}: {value!r} is not NCCL filter syntax ([^][=]name[,name...])"
     return value, None
 
 
@@ -153,21 +149,21 @@ def conf_lines(settings, allowed_debug=()):
     for name in allowed:
         if not isinstance(name, str) or not is_debug_only(name):
             errors.append(
-                "nccl_conf_allow_debug_variables: %r is not a debug-only variable; list only the debug-only names "
-                "you set in nccl_conf" % (name,)
+                f"nccl_conf_allow_debug_variables: {name!r} is not a debug-only variable; "
+                "list only the debug-only names you set in nccl_conf"
             )
     for name, value in settings.items():
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-            errors.append("nccl_conf: %r is not an NCCL variable name (NCCL_ followed by A-Z, 0-9, _)" % (name,))
+            errors.append(f"nccl_conf: {name!r} is not an NCCL variable name (NCCL_ followed by A-Z, 0-9, _)")
             continue
         if name == "NCCL_CONF_FILE":
             errors.append("nccl_conf: NCCL_CONF_FILE is read from the environment only, not from /etc/nccl.conf")
             continue
         if is_debug_only(name) and name not in allowed:
             errors.append(
-                "nccl_conf: %s is a debug-only NCCL variable (NCCL's docs: not for production, may cause "
+                f"nccl_conf: {name} is a debug-only NCCL variable (NCCL's docs: not for production, may cause "
                 "sub-optimal behaviour, crashes or hangs); remove it, or for a benchmark host add it to "
-                "nccl_conf_allow_debug_variables" % name
+                "nccl_conf_allow_debug_variables"
             )
             continue
         text, error = _render_value(name, value)
@@ -176,13 +172,14 @@ def conf_lines(settings, allowed_debug=()):
             continue
         if name in NAME_LIST_VARIABLES and isinstance(value, str) and not text.lstrip("^").startswith("="):
             notes.append(
-                "%s=%s is a prefix match (e.g. mlx5_1 also matches mlx5_10); give a YAML list for exact names"
-                % (name, text)
+                f"{name}={text} is a prefix match (e.g. mlx5_1 also matches mlx5_10); give a YAML list for exact names"
             )
         if name == "NCCL_IB_GID_INDEX":
-            notes.append("NCCL_IB_GID_INDEX is detected automatically (RoCEv2) since NCCL 2.21; a fixed index breaks "
-                         "with VLANs or IPv6")
-        lines.append("%s=%s" % (name, text))
+            notes.append(
+                "NCCL_IB_GID_INDEX is detected automatically (RoCEv2) since NCCL 2.21; a fixed index breaks "
+                "with VLANs or IPv6"
+            )
+        lines.append(f"{name}={text}")
     return {"lines": lines, "errors": errors, "notes": notes}
 
 
@@ -198,7 +195,7 @@ def feature_report(features, table, facts):
     for feature in features or ():
         if feature not in known:
             errors.append(
-                "nccl_required_features: unknown feature %r; known: %s" % (feature, ", ".join(sorted(known)))
+                "nccl_required_features: unknown feature {!r}; known: {}".format(feature, ", ".join(sorted(known)))
             )
             continue
         for row in table:
@@ -206,11 +203,36 @@ def feature_report(features, table, facts):
                 continue
             component, minimum = row["component"], str(row["minimum"])
             actual = facts.get(component)
-            label = "%s needs %s >= %s (%s)" % (feature, component, minimum, row["source"])
+            label = "{} needs {} >= {} ({})".format(feature, component, minimum, row["source"])
             if actual in (None, ""):
-                unchecked.append(label + ": %s version unknown on this host" % component)
+                unchecked.append(label + f": {component} version unknown on this host")
             elif version_at_least(actual, minimum):
-                checked.append(label + ": have %s" % actual)
+                checked.append(label + f": have {actual}")
             else:
-                errors.append(label + ": this host has %s" % actual)
+                errors.append(label + f": this host has {actual}")
     return {"errors": errors, "unchecked": unchecked, "checked": checked}
+
+
+def parse_dpkg_query(text):
+    """Parse ``dpkg-query --show --showformat '${Package} ${Version} ${db:Status-Want} ${db:Status-Status}\\n'``.
+
+    Returns {package: {'version': str, 'held': bool}} for installed packages only (not config-files, half-installed).
+    """
+    installed = {}
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[3] == "installed":
+            installed[fields[0]] = {"version": fields[1], "held": fields[2] == "hold"}
+    return installed
+
+
+def parse_madison(text):
+    """Parse ``apt-cache madison`` output into {package: [versions, in apt's order]}."""
+    offered = {}
+    for line in (text or "").splitlines():
+        fields = [field.strip() for field in line.split("|")]
+        if len(fields) >= 3 and fields[0] and fields[1]:
+            versions = offered.setdefault(fields[0], [])
+            if fields[1] not in versions:
+                versions.append(fields[1])
+    return offered

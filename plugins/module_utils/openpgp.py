@@ -6,10 +6,6 @@ Pure Python so a target needs no gpg binary: apt's keyrings (``/usr/share/keyrin
 public-key packets.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import base64
 import hashlib
 import re
@@ -44,7 +40,7 @@ def dearmor(data):
     try:
         return base64.b64decode(payload, validate=True)
     except (ValueError, TypeError) as exc:
-        raise OpenPGPError("invalid ASCII armor: %s" % exc) from exc
+        raise OpenPGPError(f"invalid ASCII armor: {exc}") from exc
 
 
 def iter_packets(data):
@@ -54,7 +50,7 @@ def iter_packets(data):
     while pos < size:
         header = data[pos]
         if not header & 0x80:
-            raise OpenPGPError("not an OpenPGP packet at offset %d" % pos)
+            raise OpenPGPError(f"not an OpenPGP packet at offset {pos}")
         if header & 0x40:  # new format
             tag = header & 0x3F
             pos += 1
@@ -84,7 +80,7 @@ def iter_packets(data):
                 raise OpenPGPError("truncated packet length")
             length, pos = int.from_bytes(data[pos : pos + width], "big"), pos + width
         if pos + length > size:
-            raise OpenPGPError("truncated packet body (tag %d)" % tag)
+            raise OpenPGPError(f"truncated packet body (tag {tag})")
         yield tag, data[pos : pos + length]
         pos += length
 
@@ -100,7 +96,7 @@ def fingerprint(body):
         return hashlib.sha256(b"\x9a" + len(body).to_bytes(4, "big") + body).hexdigest().upper()
     if version == 6:
         return hashlib.sha256(b"\x9b" + len(body).to_bytes(4, "big") + body).hexdigest().upper()
-    raise OpenPGPError("unsupported key packet version %d" % version)
+    raise OpenPGPError(f"unsupported key packet version {version}")
 
 
 def keyring_info(data):

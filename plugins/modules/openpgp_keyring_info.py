@@ -2,9 +2,6 @@
 # Copyright: gpucluster.fabric contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 module: openpgp_keyring_info
@@ -44,8 +41,8 @@ keys:
   sample: [{fingerprint: EB693B3035CD5710E231E123A4B469963BF863CC, version: 4, subkeys: []}]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpucluster.fabric.plugins.module_utils.openpgp import OpenPGPError, keyring_info
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.openpgp import OpenPGPError, keyring_info  # noqa: E402
 
 
 def build_module():
@@ -59,9 +56,9 @@ def main():
         with open(path, "rb") as handle:
             info = keyring_info(handle.read())
     except OSError as exc:
-        module.fail_json(msg="cannot read keyring %s: %s" % (path, exc))
+        module.fail_json(msg=f"cannot read keyring {path}: {exc}")
     except OpenPGPError as exc:
-        module.fail_json(msg="%s is not a valid OpenPGP keyring: %s" % (path, exc))
+        module.fail_json(msg=f"{path} is not a valid OpenPGP keyring: {exc}")
     module.exit_json(changed=False, keys=info["keys"], fingerprints=[key["fingerprint"] for key in info["keys"]])
 
 

@@ -23,7 +23,7 @@ class FreebindHTTPServer(ThreadingHTTPServer):
 
 class QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 - signature of the base class
-        sys.stderr.write("%s %s\n" % (self.address_string(), format % args))
+        sys.stderr.write(f"{self.address_string()} {format % args}\n")
 
 
 def main():

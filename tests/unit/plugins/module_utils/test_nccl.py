@@ -81,8 +81,18 @@ def test_conf_raw_filter_strings_pass_with_prefix_note():
 
 @pytest.mark.parametrize(
     "name",
-    ["NCCL_ALGO", "NCCL_PROTO", "NCCL_BUFFSIZE", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_P2P_DISABLE",
-     "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"],
+    [
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+        "NCCL_BUFFSIZE",
+        "NCCL_IB_DISABLE",
+        "NCCL_NET_GDR_LEVEL",
+        "NCCL_P2P_DISABLE",
+        "NCCL_P2P_LEVEL",
+        "NCCL_SHM_DISABLE",
+        "NCCL_MIN_NCHANNELS",
+        "NCCL_MAX_NCHANNELS",
+    ],
 )
 def test_debug_only_refused_unless_allowed(name):
     refused = nccl.conf_lines({name: "1"})
@@ -162,3 +172,25 @@ def test_unknown_component_version_is_unchecked_not_passed():
 def test_unknown_feature():
     report = nccl.feature_report(["warp-drive"], load_table(), {})
     assert "unknown feature 'warp-drive'" in report["errors"][0]
+
+
+FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
+
+
+def test_parse_dpkg_query_captured():
+    text = (FIXTURES / "dpkg-query-libnccl2-held-dev-removed.txt").read_text()
+    assert nccl.parse_dpkg_query(text) == {"libnccl2": {"version": "2.21.5-1+cuda12.4", "held": True}}
+
+
+def test_parse_dpkg_query_ignores_config_files_and_unheld():
+    text = "libnccl2 2.21.5-1+cuda12.4 deinstall config-files\nlibnccl-dev 2.23.4-1+cuda12.6 install installed\n"
+    assert nccl.parse_dpkg_query(text) == {"libnccl-dev": {"version": "2.23.4-1+cuda12.6", "held": False}}
+
+
+def test_parse_madison_captured():
+    offered = nccl.parse_madison((FIXTURES / "apt-cache-madison-lab-mirror.txt").read_text())
+    assert offered == {
+        "libnccl2": ["2.23.4-1+cuda12.6", "2.21.5-1+cuda12.4"],
+        "libnccl-dev": ["2.23.4-1+cuda12.6", "2.21.5-1+cuda12.4"],
+    }
+    assert nccl.parse_madison("") == {}

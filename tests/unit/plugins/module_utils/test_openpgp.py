@@ -58,16 +58,37 @@ def test_normalize_fingerprint(value, expected):
     assert openpgp.normalize_fingerprint(value) == expected
 
 
+def fingerprints(listing):
+    return [line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")]
+
+
 @pytest.mark.skipif(shutil.which("gpg") is None, reason="gpg not installed")
 def test_fresh_key_matches_gpg(tmp_path):
     home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
     env = dict(os.environ, GNUPGHOME=str(home))
     run = {"env": env, "check": True, "capture_output": True}
-    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "t <t@t.invalid>", "rsa1024", "sign"], **run)
-    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-add-key", "t@t.invalid", "rsa1024", "encr"], **run)
-    listing = subprocess.run(["gpg", "--with-colons", "--list-keys"], **run).stdout.decode()
-    expected = [line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")]
+    subprocess.run(
+        ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "t <t@t.invalid>", "rsa1024", "sign"], **run
+    )
+    primary = fingerprints(subprocess.run(["gpg", "--with-colons", "--list-keys"], **run).stdout.decode())[0]
+    subprocess.run(
+        [
+            "gpg",
+            "--batch",
+            "--passphrase",
+            "",
+            "--pinentry-mode",
+            "loopback",
+            "--quick-add-key",
+            primary,
+            "rsa1024",
+            "encr",
+        ],
+        **run,
+    )
+    expected = fingerprints(subprocess.run(["gpg", "--with-colons", "--list-keys"], **run).stdout.decode())
+    assert len(expected) == 2
     exported = subprocess.run(["gpg", "--export"], **run).stdout
     subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, check=False)
     info = openpgp.keyring_info(exported)
