@@ -7,7 +7,8 @@ name: nccl_package_version
 short_description: NVIDIA's libnccl2 package version for an NCCL release and CUDA version
 description:
   - Returns C(2.21.5-1+cuda12.4) for C('2.21.5') and C('12.4'). The companion filters of this file
-    (C(nccl_version_errors), C(nccl_conf), C(nccl_feature_report), C(nccl_parse_package_version), C(nccl_parse_dpkg_query), C(nccl_parse_madison),
+    (C(nccl_version_errors), C(nccl_conf), C(nccl_feature_report), C(nccl_parse_package_version),
+    C(nccl_parse_dpkg_query), C(nccl_parse_madison),
     C(openpgp_fingerprint)) return validation results for the nccl and cuda_repo roles' preflight.
 positional: _input, cuda_version, revision
 options:
