@@ -8,7 +8,7 @@ short_description: NVIDIA's libnccl2 package version for an NCCL release and CUD
 description:
   - Returns C(2.21.5-1+cuda12.4) for C('2.21.5') and C('12.4'). The companion filters of this file
     (C(nccl_version_errors), C(nccl_conf), C(nccl_feature_report), C(nccl_parse_package_version),
-    C(nccl_parse_dpkg_query), C(nccl_parse_madison),
+    C(nccl_parse_dpkg_query), C(nccl_parse_madison), C(nccl_version_code),
     C(openpgp_fingerprint)) return validation results for the nccl and cuda_repo roles' preflight.
 positional: _input, cuda_version, revision
 options:
@@ -50,6 +50,10 @@ def nccl_package_version(nccl_version, cuda_version, revision=1):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def nccl_version_code(nccl_version):
+    return nccl.version_code(nccl_version)
+
+
 def nccl_version_errors(nccl_version, cuda_version, revision=1):
     return nccl.version_errors(nccl_version, cuda_version, revision)
 
@@ -83,6 +87,7 @@ class FilterModule:
     def filters(self):
         return {
             "nccl_package_version": nccl_package_version,
+            "nccl_version_code": nccl_version_code,
             "nccl_version_errors": nccl_version_errors,
             "nccl_parse_package_version": nccl_parse_package_version,
             "nccl_conf": nccl_conf,

@@ -84,6 +84,14 @@ def package_version(nccl_version, cuda_version, revision=1):
     return f"{nccl_version}-{revision}+cuda{cuda_version}"
 
 
+def version_code(nccl_version):
+    """NCCL_VERSION_CODE / ncclGetVersion for 'X.Y.Z': X*10000 + Y*100 + Z since 2.9, X*1000 + Y*100 + Z before."""
+    major, minor, patch = version_tuple(nccl_version)[:3]
+    if (major, minor) >= (2, 9):
+        return major * 10000 + minor * 100 + patch
+    return major * 1000 + minor * 100 + patch
+
+
 def parse_package_version(text):
     """'2.21.5-1+cuda12.4' -> {'nccl': '2.21.5', 'revision': 1, 'cuda': '12.4'}; None when not that shape."""
     match = _PACKAGE_VERSION_RE.fullmatch(text or "")

@@ -38,6 +38,13 @@ def test_bad_revision(revision):
     assert any("nccl_package_revision" in e for e in nccl.version_errors("2.21.5", "12.4", revision))
 
 
+def test_version_code_matches_nccl_h():
+    # NCCL_VERSION_CODE from the nccl.h of the 2.21.5 and 2.23.4 wheels, and NCCL 2.8.4's old formula
+    assert nccl.version_code("2.21.5") == 22105
+    assert nccl.version_code("2.23.4") == 22304
+    assert nccl.version_code("2.8.4") == 2804
+
+
 def test_parse_package_version():
     assert nccl.parse_package_version("2.23.4-1+cuda12.6") == {"nccl": "2.23.4", "revision": 1, "cuda": "12.6"}
     assert nccl.parse_package_version("2.23.4-1") is None
