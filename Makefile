@@ -18,6 +18,9 @@ SCENARIOS ?= $(sort $(filter-out kernel_%,$(notdir $(patsubst %/molecule.yml,%,$
 
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+# A project-local Ansible home: a copy of this collection that some tool installed into ~/.ansible would
+# otherwise shadow the working tree (ansible-lint puts ~/.ansible/collections first).
+export ANSIBLE_HOME := $(ROOT)/.ansible
 export ANSIBLE_ROLES_PATH := $(ROOT)/roles
 CONTAINER_ULIMITS := $(shell tests/lab/container-ulimits.sh)
 export MOLECULE_ULIMIT_NOFILE := $(word 1,$(CONTAINER_ULIMITS))
@@ -55,6 +58,7 @@ lint: venv  ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python tools/role_docs.py --check
+	$(BIN)/antsibull-changelog lint
 
 .PHONY: docs
 docs: venv  ## regenerate the variable tables in roles/*/README.md from meta/argument_specs.yml
@@ -62,7 +66,7 @@ docs: venv  ## regenerate the variable tables in roles/*/README.md from meta/arg
 
 .PHONY: unit
 unit: venv  ## pytest unit tests for plugins and module_utils
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/unit tests/repo
 
 .PHONY: molecule
 molecule: venv images  ## every container scenario on every lab suite (SCENARIOS=..., LAB_SUITES=...)
@@ -77,8 +81,26 @@ molecule: venv images  ## every container scenario on every lab suite (SCENARIOS
 build: venv  ## build the collection tarball
 	$(BIN)/ansible-galaxy collection build --force --output-path $(ROOT)/.build
 
+VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
+TARBALL := $(ROOT)/.build/gpucluster-fabric-$(VERSION).tar.gz
+# Outside the git checkout: ansible-test inside a git work tree only sees files git tracks there.
+SANITY_ROOT := $(or $(TMPDIR),/tmp)/gpucluster-fabric-sanity-$(shell echo $(ROOT) | md5sum | cut -c1-8)
+
+# ansible-test sanity and units on what we ship: the built tarball, installed into a clean path.
+# ansible-test fetches a pip bootstrap script from a host our machines cannot reach; it looks in its cache
+# first, so a stand-in (tests/lab/ansible-test/get_pip.py) is put there.
+.PHONY: sanity
+sanity: build  ## ansible-test sanity + units on the built collection installed into a clean path
+	rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_ROOT)
+	ANSIBLE_COLLECTIONS_PATH=$(SANITY_ROOT) $(BIN)/ansible-galaxy collection install --force --no-deps -p $(SANITY_ROOT) $(TARBALL)
+	pip_version=$$(grep -oP "pip='\K[0-9.]+" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | head -n1); \
+	  mkdir -p ~/.ansible/test/cache && \
+	  cp tests/lab/ansible-test/get_pip.py ~/.ansible/test/cache/get_pip_$${pip_version//./_}.py
+	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test sanity --python 3.11 --color no
+	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test units --venv --python 3.11 --color no
+
 .PHONY: test
-test: host-deps venv images lint unit build molecule  ## the full test suite (what CI runs)
+test: host-deps venv images lint unit build sanity molecule  ## the full test suite (what CI runs)
 	@echo "make test: all passed"
 
 .PHONY: lab

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """All-reduce bus bandwidth through PyTorch's NCCL, printed in nccl-tests' all_reduce_perf text format.
 
 For sites without nccl-tests: one process per local GPU (spawned here), float32 sum, message sizes from
@@ -66,12 +65,12 @@ def worker(rank, world, args, port):
     for size in sizes(args.min_bytes, args.max_bytes, args.factor):
         elements = max(size // 4, 1)
         buffer = torch.ones(elements, dtype=torch.float32, device="cuda")
-        for _ in range(args.warmup):
+        for _warmup in range(args.warmup):
             dist.all_reduce(buffer)
         torch.cuda.synchronize()
         dist.barrier()
         start = time.perf_counter()
-        for _ in range(args.iters):
+        for _iteration in range(args.iters):
             dist.all_reduce(buffer)
         torch.cuda.synchronize()
         elapsed = (time.perf_counter() - start) / args.iters

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]  # repository-level test: tools/ is not shipped
 _spec = importlib.util.spec_from_file_location("role_docs", ROOT / "tools" / "role_docs.py")
 role_docs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(role_docs)
