@@ -1,5 +1,6 @@
 """Verify cuda_repo on a converged host against the lab CUDA mirror (testinfra)."""
 
+import base64
 import importlib.util
 import json
 import os
@@ -24,7 +25,8 @@ def openpgp():
 
 
 def fingerprints(host, path):
-    data = host.file(path).content
+    # base64: testinfra's ansible backend cannot carry binary file content
+    data = base64.b64decode(host.check_output(f"base64 -w0 {path}"))
     return [key["fingerprint"] for key in openpgp().keyring_info(data)["keys"]]
 
 
