@@ -160,7 +160,8 @@ def conf_lines(settings, allowed_debug=()):
                 f"nccl_conf_allow_debug_variables: {name!r} is not a debug-only variable; "
                 "list only the debug-only names you set in nccl_conf"
             )
-    for name, value in settings.items():
+    # Sorted by name: an inventory's mapping order is not stable (Molecule, YAML dumps), the file must be.
+    for name, value in sorted(settings.items(), key=lambda item: str(item[0])):
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
             errors.append(f"nccl_conf: {name!r} is not an NCCL variable name (NCCL_ followed by A-Z, 0-9, _)")
             continue

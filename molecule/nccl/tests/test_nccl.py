@@ -5,7 +5,7 @@ import pytest
 PIN = "2.21.5-1+cuda12.4"
 VERSION_CODE = 22105  # ncclGetVersion for 2.21.5: 2*10000 + 21*100 + 5
 PACKAGES = ["libnccl2", "libnccl-dev"]
-NCCL_CONF = ["NCCL_SOCKET_IFNAME==eth0", "NCCL_IB_HCA==mlx5_0,mlx5_1", "NCCL_IB_TC=106", "NCCL_DEBUG=WARN"]
+NCCL_CONF = ["NCCL_DEBUG=WARN", "NCCL_IB_HCA==mlx5_0,mlx5_1", "NCCL_IB_TC=106", "NCCL_SOCKET_IFNAME==eth0"]  # sorted
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -70,12 +70,12 @@ def test_conf_renders_exact_lists_and_scalars():
         }
     )
     assert result["errors"] == []
-    assert result["lines"] == [
-        "NCCL_SOCKET_IFNAME==ib0,ib1",
-        "NCCL_IB_HCA==mlx5_1,mlx5_2:1",
-        "NCCL_DEBUG=WARN",
-        "NCCL_IB_TC=106",
+    assert result["lines"] == [  # sorted by name
         "NCCL_CROSS_NIC=0",
+        "NCCL_DEBUG=WARN",
+        "NCCL_IB_HCA==mlx5_1,mlx5_2:1",
+        "NCCL_IB_TC=106",
+        "NCCL_SOCKET_IFNAME==ib0,ib1",
     ]
 
 
@@ -83,6 +83,7 @@ def test_conf_raw_filter_strings_pass_with_prefix_note():
     result = nccl.conf_lines({"NCCL_IB_HCA": "mlx5_1", "NCCL_SOCKET_IFNAME": "^=docker0,lo"})
     assert result["errors"] == []
     assert result["lines"] == ["NCCL_IB_HCA=mlx5_1", "NCCL_SOCKET_IFNAME=^=docker0,lo"]
+    assert nccl.conf_lines({"NCCL_SOCKET_IFNAME": "^lo", "NCCL_DEBUG": "WARN"})["lines"][0] == "NCCL_DEBUG=WARN"
     assert len(result["notes"]) == 1 and "mlx5_10" in result["notes"][0]
 
 
