@@ -1,5 +1,5 @@
 # Copyright: gpucluster.fabric contributors
-# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE)
 
 
 DOCUMENTATION = r"""

@@ -1,5 +1,5 @@
 # Copyright: gpucluster.fabric contributors
-# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE)
 """Validation for the nccl role: package versions, /etc/nccl.conf content and feature minimums.
 
 Pure functions returning error strings (empty list = valid), so the role's preflight can assert on them and

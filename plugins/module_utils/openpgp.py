@@ -1,5 +1,5 @@
 # Copyright: gpucluster.fabric contributors
-# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE)
 """Read OpenPGP public keyrings (binary or ASCII-armored) and compute key fingerprints (RFC 4880 / RFC 9580).
 
 Pure Python so a target needs no gpg binary: apt's keyrings (``/usr/share/keyrings/*.gpg``) are plain concatenated

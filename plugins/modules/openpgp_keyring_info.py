@@ -1,22 +1,29 @@
 #!/usr/bin/python
 # Copyright: gpucluster.fabric contributors
-# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE)
 
 
 DOCUMENTATION = r"""
+---
 module: openpgp_keyring_info
 short_description: Read the key fingerprints of an OpenPGP public keyring
 description:
   - Parses a binary or ASCII-armored OpenPGP keyring file (such as an apt C(signed-by) keyring) on the target and
     returns the fingerprints of its primary keys and subkeys. Needs no gpg binary. Never changes anything.
-version_added: "0.1.0"
+version_added: 0.1.0
+author: gpucluster.fabric maintainers (@gpucluster)
 options:
   path:
     description: Keyring file on the target.
     type: path
     required: true
-author:
-  - gpucluster.fabric contributors
+attributes:
+  check_mode:
+    description: Reads only, so check mode returns the same fingerprints.
+    support: full
+  diff_mode:
+    description: Changes nothing, so there is no diff.
+    support: none
 """
 
 EXAMPLES = r"""
