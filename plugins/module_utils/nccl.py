@@ -1,0 +1,247 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""Validation for the nccl role: package versions, /etc/nccl.conf content and feature minimums.
+
+Pure functions returning error strings (empty list = valid), so the role's preflight can assert on them and
+name the host, the variable, the value and the fix.
+"""
+
+import re
+
+# NCCL's environment documentation (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) splits its
+# variables into "System configuration" and "Debugging"; the latter "should not be used in production nor retained
+# in scripts ... Keeping them set may result in sub-optimal behavior, crashes, or hangs."
+DEBUG_ONLY_VARIABLES = frozenset(
+    (
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+        "NCCL_BUFFSIZE",
+        "NCCL_NTHREADS",
+        "NCCL_IB_DISABLE",
+        "NCCL_IB_CUDA_SUPPORT",
+        "NCCL_NET_GDR_LEVEL",
+        "NCCL_NET_GDR_READ",
+        "NCCL_SHM_DISABLE",
+        "NCCL_MIN_NCHANNELS",
+        "NCCL_MAX_NCHANNELS",
+        "NCCL_MIN_NRINGS",
+        "NCCL_MAX_NRINGS",
+        "NCCL_MIN_CTAS",
+        "NCCL_MAX_CTAS",
+        "NCCL_LL_THRESHOLD",
+        "NCCL_TREE_THRESHOLD",
+        "NCCL_SINGLE_RING_THRESHOLD",
+        "NCCL_CHECKS_DISABLE",
+        "NCCL_CHECK_POINTERS",
+        "NCCL_LAUNCH_MODE",
+    )
+)
+DEBUG_ONLY_PREFIXES = ("NCCL_P2P_",)
+
+# Variables holding a list of interface or HCA names; a YAML list means exact names and is written with "=".
+NAME_LIST_VARIABLES = {
+    "NCCL_SOCKET_IFNAME": re.compile(r"[A-Za-z0-9_.:-]{1,15}"),  # Linux IFNAMSIZ - 1
+    "NCCL_IB_HCA": re.compile(r"[A-Za-z0-9_]{1,64}(:[0-9]{1,3})?"),  # device[:port]
+}
+# Raw NCCL filter syntax: optional "^" (exclude) then optional "=" (exact), then comma-separated names.
+_FILTER_RE = re.compile(r"\^?=?[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*")
+
+_NAME_RE = re.compile(r"NCCL_[A-Z0-9_]+")
+_NCCL_VERSION_RE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+_CUDA_VERSION_RE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+_PACKAGE_VERSION_RE = re.compile(
+    r"(?P<nccl>[0-9]+\.[0-9]+\.[0-9]+)-(?P<revision>[1-9][0-9]*)\+cuda(?P<cuda>[0-9]+\.[0-9]+)"
+)
+
+
+def is_debug_only(name):
+    return name in DEBUG_ONLY_VARIABLES or name.startswith(DEBUG_ONLY_PREFIXES)
+
+
+def version_errors(nccl_version, cuda_version, revision=1):
+    """Errors for the inputs of :func:`package_version` (NCCL X.Y.Z, CUDA X.Y, revision >= 1)."""
+    errors = []
+    if not isinstance(nccl_version, str) or not _NCCL_VERSION_RE.fullmatch(nccl_version):
+        errors.append(
+            f"nccl_version={nccl_version!r} is not an NCCL release number X.Y.Z; "
+            "write it as a quoted string, e.g. '2.21.5'"
+        )
+    if not isinstance(cuda_version, str) or not _CUDA_VERSION_RE.fullmatch(cuda_version):
+        errors.append(
+            f"nccl_cuda_version={cuda_version!r} is not a CUDA major.minor version; "
+            "write it as a quoted string, e.g. '12.4'"
+        )
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
+        errors.append(f"nccl_package_revision={revision!r} must be an integer >= 1 (NVIDIA's packages use 1)")
+    return errors
+
+
+def package_version(nccl_version, cuda_version, revision=1):
+    """NVIDIA's Debian version string: ('2.21.5', '12.4') -> '2.21.5-1+cuda12.4'."""
+    errors = version_errors(nccl_version, cuda_version, revision)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return f"{nccl_version}-{revision}+cuda{cuda_version}"
+
+
+def version_code(nccl_version):
+    """NCCL_VERSION_CODE / ncclGetVersion for 'X.Y.Z': X*10000 + Y*100 + Z since 2.9, X*1000 + Y*100 + Z before."""
+    major, minor, patch = version_tuple(nccl_version)[:3]
+    if (major, minor) >= (2, 9):
+        return major * 10000 + minor * 100 + patch
+    return major * 1000 + minor * 100 + patch
+
+
+def parse_package_version(text):
+    """'2.21.5-1+cuda12.4' -> {'nccl': '2.21.5', 'revision': 1, 'cuda': '12.4'}; None when not that shape."""
+    match = _PACKAGE_VERSION_RE.fullmatch(text or "")
+    if not match:
+        return None
+    return {"nccl": match.group("nccl"), "revision": int(match.group("revision")), "cuda": match.group("cuda")}
+
+
+def version_tuple(text):
+    """'2.21.5' -> (2, 21, 5); '5.10.0-33-amd64' -> (5, 10, 0); leading numeric dotted part only."""
+    match = re.match(r"[0-9]+(\.[0-9]+)*", str(text))
+    if not match:
+        raise ValueError(f"{text!r} does not start with a version number")
+    return tuple(int(part) for part in match.group(0).split("."))
+
+
+def version_at_least(actual, minimum):
+    a, m = version_tuple(actual), version_tuple(minimum)
+    width = max(len(a), len(m))
+    return a + (0,) * (width - len(a)) >= m + (0,) * (width - len(m))
+
+
+def _render_value(name, value):
+    """Return (text, error)."""
+    if isinstance(value, bool):
+        return ("1" if value else "0"), None
+    if isinstance(value, int):
+        return str(value), None
+    if isinstance(value, (list, tuple)):
+        pattern = NAME_LIST_VARIABLES.get(name)
+        if pattern is None:
+            return None, "{}: a list is only accepted for {} (exact names)".format(name, ", ".join(NAME_LIST_VARIABLES))
+        if not value:
+            return None, f"{name}: the list of exact names is empty"
+        bad = [item for item in value if not isinstance(item, str) or not pattern.fullmatch(item)]
+        if bad:
+            return None, "{}: {!r} are not valid {} names".format(
+                name,
+                bad,
+                "interface" if name == "NCCL_SOCKET_IFNAME" else "HCA (device[:port])",
+            )
+        return "=" + ",".join(value), None
+    if not isinstance(value, str):
+        return None, f"{name}: value {value!r} must be a string, integer, boolean or (for name lists) a list"
+    if value == "" or value != value.strip():
+        return None, f"{name}: value {value!r} is empty or has leading/trailing whitespace"
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        return None, f"{name}: value {value!r} contains a control character (newline, tab, ...)"
+    if name in NAME_LIST_VARIABLES and not _FILTER_RE.fullmatch(value):
+        return None, f"{name}: {value!r} is not NCCL filter syntax ([^][=]name[,name...])"
+    return value, None
+
+
+def conf_lines(settings, allowed_debug=()):
+    """Validate the ``nccl_conf`` mapping; return {'lines': ['NAME=value', ...], 'errors': [...], 'notes': [...]}.
+
+    ``allowed_debug`` lists debug-only variable names the user explicitly allows (benchmarks only).
+    """
+    lines, errors, notes = [], [], []
+    if not isinstance(settings, dict):
+        return {"lines": [], "errors": ["nccl_conf must be a mapping of NCCL_* names to values"], "notes": []}
+    allowed = set(allowed_debug or ())
+    for name in allowed:
+        if not isinstance(name, str) or not is_debug_only(name):
+            errors.append(
+                f"nccl_conf_allow_debug_variables: {name!r} is not a debug-only variable; "
+                "list only the debug-only names you set in nccl_conf"
+            )
+    # Sorted by name: an inventory's mapping order is not stable (Molecule, YAML dumps), the file must be.
+    for name, value in sorted(settings.items(), key=lambda item: str(item[0])):
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+            errors.append(f"nccl_conf: {name!r} is not an NCCL variable name (NCCL_ followed by A-Z, 0-9, _)")
+            continue
+        if name == "NCCL_CONF_FILE":
+            errors.append("nccl_conf: NCCL_CONF_FILE is read from the environment only, not from /etc/nccl.conf")
+            continue
+        if is_debug_only(name) and name not in allowed:
+            errors.append(
+                f"nccl_conf: {name} is a debug-only NCCL variable (NCCL's docs: not for production, may cause "
+                "sub-optimal behaviour, crashes or hangs); remove it, or for a benchmark host add it to "
+                "nccl_conf_allow_debug_variables"
+            )
+            continue
+        text, error = _render_value(name, value)
+        if error:
+            errors.append("nccl_conf: " + error)
+            continue
+        if name in NAME_LIST_VARIABLES and isinstance(value, str) and not text.lstrip("^").startswith("="):
+            notes.append(
+                f"{name}={text} is a prefix match (e.g. mlx5_1 also matches mlx5_10); give a YAML list for exact names"
+            )
+        if name == "NCCL_IB_GID_INDEX":
+            notes.append(
+                "NCCL_IB_GID_INDEX is detected automatically (RoCEv2) since NCCL 2.21; a fixed index breaks "
+                "with VLANs or IPv6"
+            )
+        lines.append(f"{name}={text}")
+    return {"lines": lines, "errors": errors, "notes": notes}
+
+
+def feature_report(features, table, facts):
+    """Check requested features against the minimums table.
+
+    ``table``: list of rows {feature, component, minimum, source}. ``facts``: {component: version or None}.
+    Returns {'errors': [...], 'unchecked': [...], 'checked': [...]}. A component whose version is unknown (None) is
+    reported as unchecked, never as passed.
+    """
+    errors, unchecked, checked = [], [], []
+    known = {row.get("feature") for row in table}
+    for feature in features or ():
+        if feature not in known:
+            errors.append(
+                "nccl_required_features: unknown feature {!r}; known: {}".format(feature, ", ".join(sorted(known)))
+            )
+            continue
+        for row in table:
+            if row.get("feature") != feature:
+                continue
+            component, minimum = row["component"], str(row["minimum"])
+            actual = facts.get(component)
+            label = "{} needs {} >= {} ({})".format(feature, component, minimum, row["source"])
+            if actual in (None, ""):
+                unchecked.append(label + f": {component} version unknown on this host")
+            elif version_at_least(actual, minimum):
+                checked.append(label + f": have {actual}")
+            else:
+                errors.append(label + f": this host has {actual}")
+    return {"errors": errors, "unchecked": unchecked, "checked": checked}
+
+
+def parse_dpkg_query(text):
+    """Parse ``dpkg-query --show --showformat '${Package} ${Version} ${db:Status-Want} ${db:Status-Status}\\n'``.
+
+    Returns {package: {'version': str, 'held': bool}} for installed packages only (not config-files, half-installed).
+    """
+    installed = {}
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[3] == "installed":
+            installed[fields[0]] = {"version": fields[1], "held": fields[2] == "hold"}
+    return installed
+
+
+def parse_madison(text):
+    """Parse ``apt-cache madison`` output into {package: [versions, in apt's order]}."""
+    offered = {}
+    for line in (text or "").splitlines():
+        fields = [field.strip() for field in line.split("|")]
+        if len(fields) >= 3 and fields[0] and fields[1]:
+            versions = offered.setdefault(fields[0], [])
+            if fields[1] not in versions:
+                versions.append(fields[1])
+    return offered

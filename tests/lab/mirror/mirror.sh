@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Start, stop or locate the lab's NVIDIA-style CUDA apt mirror (see README.md).
+#
+#   mirror.sh start    build the mirror if its recipe changed (cached), serve it, print the manifest path
+#   mirror.sh stop     stop the server this script started
+#   mirror.sh status   exit 0 when the server answers, print the manifest path
+#
+# The server listens on the podman bridge's gateway address (the address the Molecule containers reach this
+# host at; `podman network inspect podman`), port $LAB_MIRROR_PORT (default 8642). Override the address with
+# $LAB_MIRROR_ADDRESS. The manifest ($LAB_MIRROR_CACHE/current.json) holds the URLs and the key fingerprints.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache_root=${LAB_MIRROR_CACHE:-/var/tmp/gpucluster-lab-mirror}
+port=${LAB_MIRROR_PORT:-8642}
+pidfile="$cache_root/server.pid"
+manifest="$cache_root/current.json"
+
+address() {
+  if [[ -n "${LAB_MIRROR_ADDRESS:-}" ]]; then
+    echo "$LAB_MIRROR_ADDRESS"
+    return
+  fi
+  local gw
+  gw=$(podman network inspect podman --format '{{range .Subnets}}{{.Gateway}} {{end}}' | awk '{print $1}')
+  [[ -n "$gw" ]] || {
+    echo "mirror.sh: cannot read the podman bridge gateway; set LAB_MIRROR_ADDRESS" >&2
+    exit 1
+  }
+  echo "$gw"
+}
+
+answers() { # <url>
+  python3 - "$1" <<'PY'
+import sys
+import urllib.request
+
+try:
+    urllib.request.urlopen(sys.argv[1] + "/signed/compute/cuda/repos/debian12/x86_64/Release", timeout=3).read()
+except Exception:
+    sys.exit(1)
+PY
+}
+
+running_pid() {
+  [[ -f "$pidfile" ]] || return 1
+  local pid
+  pid=$(cat "$pidfile")
+  kill -0 "$pid" 2>/dev/null && grep -q serve.py "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+}
+
+stop() {
+  local pid
+  if pid=$(running_pid); then
+    kill "$pid"
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -f "$pidfile"
+}
+
+case ${1:-} in
+start)
+  addr=$(address)
+  url="http://$addr:$port"
+  dir=$("$here/build-mirror.sh" "$url")
+  mkdir -p "$cache_root"
+  if running_pid >/dev/null && [[ "$(readlink -f "$cache_root/serving")" == "$dir" ]] && answers "$url"; then
+    echo "$manifest"
+    exit 0
+  fi
+  stop
+  ln -sfn "$dir" "$cache_root/serving"
+  setsid python3 "$here/serve.py" "$addr" "$port" "$dir/www" >"$cache_root/server.log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+  python3 - "$dir/mirror.json" "$dir" "$manifest" <<'PY'
+import json
+import sys
+
+src, root, dst = sys.argv[1:]
+manifest = json.load(open(src))
+manifest["root"] = root
+manifest["keyring"] = root + "/lab-keyring.gpg"
+with open(dst, "w") as f:
+    json.dump(manifest, f, indent=2)
+    f.write("\n")
+PY
+  # The address may only appear once a container joins the bridge; the server answers locally at once.
+  for _ in $(seq 50); do
+    if ! running_pid >/dev/null; then
+      cat "$cache_root/server.log" >&2
+      exit 1
+    fi
+    if ss -ltn "sport = :$port" | grep -q LISTEN; then break; fi
+    sleep 0.1
+  done
+  echo "$manifest"
+  ;;
+stop) stop ;;
+status)
+  running_pid >/dev/null && answers "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$manifest")"
+  echo "$manifest"
+  ;;
+*)
+  echo "usage: mirror.sh start|stop|status" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,204 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _load import ROOT, load  # noqa: E402
+
+nccl = load("nccl")
+
+
+def test_package_version_nvidia_form():
+    assert nccl.package_version("2.21.5", "12.4") == "2.21.5-1+cuda12.4"
+    assert nccl.package_version("2.11.4", "11.4", 1) == "2.11.4-1+cuda11.4"
+
+
+@pytest.mark.parametrize(
+    "nccl_version, cuda_version, fragment",
+    [
+        ("2.21", "12.4", "nccl_version='2.21'"),
+        ("2.21.*", "12.4", "nccl_version='2.21.*'"),
+        ("2.21.5-1", "12.4", "nccl_version='2.21.5-1'"),
+        ("2.21.5", "12", "nccl_cuda_version='12'"),
+        ("2.21.5", 12.4, "nccl_cuda_version=12.4"),  # unquoted YAML float
+        ("2.21.5", "cuda12.4", "nccl_cuda_version='cuda12.4'"),
+        ("02.21.5", "12.4", "nccl_version='02.21.5'"),
+    ],
+)
+def test_malformed_versions(nccl_version, cuda_version, fragment):
+    errors = nccl.version_errors(nccl_version, cuda_version)
+    assert len(errors) == 1 and fragment in errors[0]
+    with pytest.raises(ValueError):
+        nccl.package_version(nccl_version, cuda_version)
+
+
+@pytest.mark.parametrize("revision", [0, -1, "1", True])
+def test_bad_revision(revision):
+    assert any("nccl_package_revision" in e for e in nccl.version_errors("2.21.5", "12.4", revision))
+
+
+def test_version_code_matches_nccl_h():
+    # NCCL_VERSION_CODE from the nccl.h of the 2.21.5 and 2.23.4 wheels, and NCCL 2.8.4's old formula
+    assert nccl.version_code("2.21.5") == 22105
+    assert nccl.version_code("2.23.4") == 22304
+    assert nccl.version_code("2.8.4") == 2804
+
+
+def test_parse_package_version():
+    assert nccl.parse_package_version("2.23.4-1+cuda12.6") == {"nccl": "2.23.4", "revision": 1, "cuda": "12.6"}
+    assert nccl.parse_package_version("2.23.4-1") is None
+    assert nccl.parse_package_version(None) is None
+
+
+def test_version_at_least():
+    assert nccl.version_at_least("2.13.4", "2.13")
+    assert not nccl.version_at_least("2.12.12", "2.13")
+    assert nccl.version_at_least("6.1.0-28-amd64", "5.12")
+    assert not nccl.version_at_least("5.4.0-200-generic", "5.12")
+    assert nccl.version_at_least("39.0-1", "34")
+
+
+def test_conf_renders_exact_lists_and_scalars():
+    result = nccl.conf_lines(
+        {
+            "NCCL_SOCKET_IFNAME": ["ib0", "ib1"],
+            "NCCL_IB_HCA": ["mlx5_1", "mlx5_2:1"],
+            "NCCL_DEBUG": "WARN",
+            "NCCL_IB_TC": 106,
+            "NCCL_CROSS_NIC": False,
+        }
+    )
+    assert result["errors"] == []
+    assert result["lines"] == [  # sorted by name
+        "NCCL_CROSS_NIC=0",
+        "NCCL_DEBUG=WARN",
+        "NCCL_IB_HCA==mlx5_1,mlx5_2:1",
+        "NCCL_IB_TC=106",
+        "NCCL_SOCKET_IFNAME==ib0,ib1",
+    ]
+
+
+def test_conf_raw_filter_strings_pass_with_prefix_note():
+    result = nccl.conf_lines({"NCCL_IB_HCA": "mlx5_1", "NCCL_SOCKET_IFNAME": "^=docker0,lo"})
+    assert result["errors"] == []
+    assert result["lines"] == ["NCCL_IB_HCA=mlx5_1", "NCCL_SOCKET_IFNAME=^=docker0,lo"]
+    assert nccl.conf_lines({"NCCL_SOCKET_IFNAME": "^lo", "NCCL_DEBUG": "WARN"})["lines"][0] == "NCCL_DEBUG=WARN"
+    assert len(result["notes"]) == 1 and "mlx5_10" in result["notes"][0]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+        "NCCL_BUFFSIZE",
+        "NCCL_IB_DISABLE",
+        "NCCL_NET_GDR_LEVEL",
+        "NCCL_P2P_DISABLE",
+        "NCCL_P2P_LEVEL",
+        "NCCL_SHM_DISABLE",
+        "NCCL_MIN_NCHANNELS",
+        "NCCL_MAX_NCHANNELS",
+    ],
+)
+def test_debug_only_refused_unless_allowed(name):
+    refused = nccl.conf_lines({name: "1"})
+    assert refused["lines"] == [] and len(refused["errors"]) == 1
+    assert name in refused["errors"][0] and "nccl_conf_allow_debug_variables" in refused["errors"][0]
+    allowed = nccl.conf_lines({name: "1"}, [name])
+    assert allowed == {"lines": [name + "=1"], "errors": [], "notes": []}
+
+
+def test_allow_list_must_name_debug_variables():
+    result = nccl.conf_lines({"NCCL_DEBUG": "WARN"}, ["NCCL_DEBUG"])
+    assert any("not a debug-only variable" in e for e in result["errors"])
+
+
+@pytest.mark.parametrize(
+    "settings, fragment",
+    [
+        ({"nccl_debug": "WARN"}, "not an NCCL variable name"),
+        ({"NCCL DEBUG": "WARN"}, "not an NCCL variable name"),
+        ({"NCCL_DEBUG": "WARN\nNCCL_ALGO=Ring"}, "control character"),
+        ({"NCCL_DEBUG": ""}, "empty"),
+        ({"NCCL_DEBUG": " WARN"}, "whitespace"),
+        ({"NCCL_DEBUG": ["WARN"]}, "a list is only accepted"),
+        ({"NCCL_SOCKET_IFNAME": ["ib0", "a-name-longer-than-15"]}, "not valid interface names"),
+        ({"NCCL_IB_HCA": ["mlx5 1"]}, "not valid HCA"),
+        ({"NCCL_IB_HCA": []}, "empty"),
+        ({"NCCL_SOCKET_IFNAME": "ib0 ib1"}, "not NCCL filter syntax"),
+        ({"NCCL_DEBUG": {"level": "WARN"}}, "must be a string"),
+        ({"NCCL_CONF_FILE": "/x"}, "environment only"),
+    ],
+)
+def test_conf_rejects(settings, fragment):
+    result = nccl.conf_lines(settings)
+    assert result["lines"] == []
+    assert len(result["errors"]) == 1 and fragment in result["errors"][0], result["errors"]
+
+
+def test_conf_not_a_mapping():
+    assert nccl.conf_lines(["NCCL_DEBUG=WARN"])["errors"]
+
+
+def load_table():
+    import yaml
+
+    data = yaml.safe_load((ROOT / "roles" / "nccl" / "vars" / "main.yml").read_text())
+    return data["__nccl_feature_minimums"]
+
+
+def test_table_rows_have_sources():
+    table = load_table()
+    assert table
+    for row in table:
+        assert set(row) == {"feature", "component", "minimum", "source"}, row
+        assert row["source"].startswith("https://"), row
+        nccl.version_tuple(str(row["minimum"]))
+
+
+def test_dmabuf_needs_nccl_2_13():
+    table = load_table()
+    facts = {"nccl": "2.12.12", "kernel": "6.1.0-28-amd64", "rdma-core": "44.0", "cuda": "12.4"}
+    report = nccl.feature_report(["dmabuf"], table, facts)
+    assert len(report["errors"]) == 1 and "nccl >= 2.13" in report["errors"][0]
+    facts["nccl"] = "2.21.5"
+    report = nccl.feature_report(["dmabuf"], table, facts)
+    assert report["errors"] == []
+    assert any("kernel >= 5.12" in c for c in report["checked"])
+
+
+def test_unknown_component_version_is_unchecked_not_passed():
+    table = load_table()
+    report = nccl.feature_report(["dmabuf"], table, {"nccl": "2.21.5", "kernel": "6.1.0", "rdma-core": None})
+    assert report["errors"] == []
+    assert any("rdma-core" in u for u in report["unchecked"])
+    assert not any("rdma-core" in c for c in report["checked"])
+
+
+def test_unknown_feature():
+    report = nccl.feature_report(["warp-drive"], load_table(), {})
+    assert "unknown feature 'warp-drive'" in report["errors"][0]
+
+
+FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
+
+
+def test_parse_dpkg_query_captured():
+    text = (FIXTURES / "dpkg-query-libnccl2-held-dev-removed.txt").read_text()
+    assert nccl.parse_dpkg_query(text) == {"libnccl2": {"version": "2.21.5-1+cuda12.4", "held": True}}
+
+
+def test_parse_dpkg_query_ignores_config_files_and_unheld():
+    text = "libnccl2 2.21.5-1+cuda12.4 deinstall config-files\nlibnccl-dev 2.23.4-1+cuda12.6 install installed\n"
+    assert nccl.parse_dpkg_query(text) == {"libnccl-dev": {"version": "2.23.4-1+cuda12.6", "held": False}}
+
+
+def test_parse_madison_captured():
+    offered = nccl.parse_madison((FIXTURES / "apt-cache-madison-lab-mirror.txt").read_text())
+    assert offered == {
+        "libnccl2": ["2.23.4-1+cuda12.6", "2.21.5-1+cuda12.4"],
+        "libnccl-dev": ["2.23.4-1+cuda12.6", "2.21.5-1+cuda12.4"],
+    }
+    assert nccl.parse_madison("") == {}
