@@ -11,7 +11,7 @@ description:
   - Returns one message per problem, each naming the host, the entry, the value and the fix. An empty list is valid.
   - Also provides C(fabric_interfaces_normalise) (defaults filled in), C(roce_active_mtu), C(ipoib_max_mtu) and
     C(neigh_gc_thresholds).
-positional: host, enhanced_ipoib, partitions, roce_min_rdma_mtu
+positional: host, links, enhanced_ipoib, partitions, roce_min_rdma_mtu
 options:
   _input:
     description: The fabric_interfaces list.
@@ -22,8 +22,14 @@ options:
     description: Host name used in the messages.
     type: str
     default: localhost
+  links:
+    description:
+      - What M(gpucluster.fabric.fabric_link_info) reported (name to state). An interface missing there is an
+        error; its C(enhanced_ipoib) decides whether connected mode is refused.
+    type: dict
+    default: {}
   enhanced_ipoib:
-    description: Map of interface name to true when it is an enhanced IPoIB device (datagram only).
+    description: Map of interface name to true/false, overriding the detected enhanced IPoIB state.
     type: dict
     default: {}
   partitions:
@@ -57,12 +63,13 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_mt
 
 
 def fabric_interfaces_errors(
-    interfaces, host="localhost", enhanced_ipoib=None, partitions=None, roce_min_rdma_mtu=4096
+    interfaces, host="localhost", links=None, enhanced_ipoib=None, partitions=None, roce_min_rdma_mtu=4096
 ):
     return fabric_mtu.list_errors(
         interfaces,
         host=host,
-        enhanced_ipoib=enhanced_ipoib or {},
+        links=links,
+        enhanced_ipoib=enhanced_ipoib,
         partitions=partitions,
         roce_min_rdma_mtu=int(roce_min_rdma_mtu or 0) or None,
     )

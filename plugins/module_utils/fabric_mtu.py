@@ -284,18 +284,30 @@ def _check_address(report, address):
         report.add("address", address, f"is the network or broadcast address of {net}", "use a host address inside it")
 
 
-def list_errors(interfaces, host="localhost", var="fabric_interfaces", **kwargs):
-    """All inventory errors of the ``fabric_interfaces`` list: per entry, then duplicates across entries."""
+def list_errors(interfaces, host="localhost", var="fabric_interfaces", links=None, enhanced_ipoib=None, **kwargs):
+    """All inventory errors of the ``fabric_interfaces`` list: per entry, missing interfaces, then duplicates.
+
+    ``links``: what ``fabric_link_info`` reported, name -> {exists, enhanced_ipoib, ...}; an entry whose interface
+    does not exist there is an error, and its ``enhanced_ipoib`` is used unless ``enhanced_ipoib`` (name -> bool,
+    the inventory's override) says otherwise.
+    """
     if interfaces is None:
         return []
     if not isinstance(interfaces, list):
         return [f"{host}: {var}={_show(interfaces)} is not a list; write a list of {{name, kind, ...}}"]
     errors = []
-    enhanced = kwargs.pop("enhanced_ipoib", None) or {}
+    links = links or {}
+    overrides = enhanced_ipoib or {}
     for index, iface in enumerate(interfaces):
         name = iface.get("name") if isinstance(iface, dict) else None
-        is_enhanced = bool(enhanced.get(name)) if isinstance(enhanced, dict) else bool(enhanced)
-        errors.extend(interface_errors(iface, index, host, var, enhanced_ipoib=is_enhanced, **kwargs))
+        link = links.get(name) if isinstance(name, str) else None
+        is_enhanced = overrides.get(name, bool(link and link.get("enhanced_ipoib")))
+        errors.extend(interface_errors(iface, index, host, var, enhanced_ipoib=bool(is_enhanced), **kwargs))
+        if link is not None and not link.get("exists"):
+            errors.append(
+                f"{host}: {var}[{index}] ({name}) does not exist on this host; check the kernel's name for it"
+                " (ip -br link), load its driver first, or remove the entry"
+            )
     seen = {}
     for field in ("name", "address", "softroce"):
         seen.clear()
