@@ -1,5 +1,6 @@
 """fabric_interfaces on veth stand-ins: run-time state, persisted files, and the backend re-applying them."""
 
+import os
 import time
 
 import pytest
@@ -8,8 +9,8 @@ IB, ROCE = "ib0", "ens1f0"
 
 
 @pytest.fixture(scope="module")
-def backend(host):
-    return host.ansible.get_variables()["fabric_interfaces_test_backend"]
+def backend():
+    return os.environ["FABRIC_INTERFACES_TEST_BACKEND"]
 
 
 def mtu(host, name):
