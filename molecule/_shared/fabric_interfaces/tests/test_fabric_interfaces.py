@@ -54,9 +54,8 @@ def test_multirail_sysctls_persisted_and_live(host):
 
 def test_softroce_unit_written_valid_and_enabled(host):
     unit = host.file("/etc/systemd/system/gpucluster-softroce-rxe0.service")
-    assert "ExecStart=/bin/sh -c 'rdma link show rxe0/1 >/dev/null 2>&1 || exec rdma link add rxe0 type rxe netdev ens1f0'" in (
-        unit.content_string
-    )
+    create = "rdma link show rxe0/1 >/dev/null 2>&1 || exec rdma link add rxe0 type rxe netdev ens1f0"
+    assert f"ExecStart=/bin/sh -c '{create}'" in unit.content_string
     assert "BindsTo=sys-subsystem-net-devices-ens1f0.device" in unit.content_string
     host.run_expect([0], "systemd-analyze verify /etc/systemd/system/gpucluster-softroce-rxe0.service")
     assert host.run("systemctl is-enabled gpucluster-softroce-rxe0.service").stdout.strip() == "enabled"
