@@ -314,7 +314,7 @@ def list_errors(interfaces, host="localhost", var="fabric_interfaces", links=Non
         for index, iface in enumerate(interfaces):
             if not isinstance(iface, dict) or iface.get(field) in (None, ""):
                 continue
-            value = str(iface[field]).split("/")[0] if field == "address" else iface[field]
+            value = str(iface[field]).split("/", maxsplit=1)[0] if field == "address" else iface[field]
             if value in seen:
                 errors.append(
                     f"{host}: {var}[{index}].{field}={iface[field]} repeats {var}[{seen[value]}];"

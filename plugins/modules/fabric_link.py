@@ -40,8 +40,7 @@ options:
     description: Where sysfs is mounted.
     type: path
     default: /sys
-author:
-  - gpucluster.fabric maintainers
+author: gpucluster.fabric maintainers (@gpucluster)
 """
 
 EXAMPLES = r"""
@@ -142,7 +141,7 @@ class FabricLink:
         self.actions.append(f"mtu {current_mtu} -> {wanted}")
         if self.module.check_mode:
             return
-        rc, _, err = self.run_ip("link", "set", "dev", name, "mtu", str(wanted))
+        rc, dummy, err = self.run_ip("link", "set", "dev", name, "mtu", str(wanted))
         if rc == 0:
             return
         if not (self.params["link_down_ok"] and admin_up):
@@ -153,7 +152,7 @@ class FabricLink:
             )
         self.actions.append("link down/up for the mtu change")
         for args in (("down",), ("mtu", str(wanted)), ("up",)):
-            rc, _, err = self.run_ip("link", "set", "dev", name, *args)
+            rc, dummy, err = self.run_ip("link", "set", "dev", name, *args)
             if rc != 0:
                 self.module.fail_json(msg="ip link set dev {} {} failed: {}".format(name, " ".join(args), err.strip()))
 
@@ -162,7 +161,7 @@ class FabricLink:
             return
         self.actions.append("link up")
         if not self.module.check_mode:
-            rc, _, err = self.run_ip("link", "set", "dev", name, "up")
+            rc, dummy, err = self.run_ip("link", "set", "dev", name, "up")
             if rc != 0:
                 self.module.fail_json(msg=f"ip link set dev {name} up failed: {err.strip()}")
 
@@ -172,7 +171,7 @@ class FabricLink:
             return
         self.actions.append(f"address {wanted} added")
         if not self.module.check_mode:
-            rc, _, err = self.run_ip("addr", "add", wanted, "dev", name)
+            rc, dummy, err = self.run_ip("addr", "add", wanted, "dev", name)
             if rc != 0:
                 self.module.fail_json(msg=f"ip addr add {wanted} dev {name} failed: {err.strip()}")
 

@@ -22,8 +22,7 @@ options:
     description: Where sysfs is mounted (tests point it at a directory tree).
     type: path
     default: /sys
-author:
-  - gpucluster.fabric maintainers
+author: gpucluster.fabric maintainers (@gpucluster)
 """
 
 EXAMPLES = r"""
