@@ -113,4 +113,11 @@ def test_netplan_reapplies_mtu(host, backend):
     assert wait_for_mtu(host, ROCE, 9000)
     generated = host.file("/run/systemd/network/10-netplan-ib0.network").content_string
     assert "MTUBytes=4092" in generated and "Address=10.10.0.11/16" in generated
+    # infiniband-mode only where netplan knows it (>= 0.105: bookworm's 0.106, not bullseye's 0.101)
+    version = host.check_output("dpkg-query -W -f='${Version}' netplan.io")
+    knows_mode = host.run(f"dpkg --compare-versions {version} ge 0.105").rc == 0
+    ours = host.file("/etc/netplan/60-gpucluster-fabric.yaml")
+    assert ours.mode == 0o600
+    assert ("infiniband-mode: datagram" in ours.content_string) == knows_mode
+    assert ("Mode=datagram" in generated) == knows_mode
     assert 'ATTR{mode}="datagram"' in host.file("/etc/udev/rules.d/70-gpucluster-ipoib-mode.rules").content_string
