@@ -1,0 +1,213 @@
+import pathlib
+import re
+
+import pytest
+from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_mtu as m
+
+
+@pytest.mark.parametrize(("mode", "ib_mtu", "expected"), [("datagram", 4096, 4092), ("datagram", 2048, 2044)])
+def test_ipoib_datagram_max_is_ib_mtu_minus_4(mode, ib_mtu, expected):
+    assert m.ipoib_max_mtu(mode, ib_mtu) == expected
+
+
+def test_ipoib_connected_max_is_65520():
+    assert m.ipoib_max_mtu("connected") == 65520
+
+
+def test_ipoib_max_rejects_unknown_values():
+    with pytest.raises(ValueError):
+        m.ipoib_max_mtu("datagram", 3000)
+    with pytest.raises(ValueError):
+        m.ipoib_max_mtu("unreliable")
+
+
+@pytest.mark.parametrize(
+    ("netdev_mtu", "rdma_mtu"),
+    [(9000, 4096), (4200, 4096), (4192, 4096), (4191, 2048), (1500, 1024), (1120, 1024), (1119, 512), (351, None)],
+)
+def test_roce_active_mtu(netdev_mtu, rdma_mtu):
+    # 1500 -> 1024 and 4200 -> 4096 are what ibv_devinfo -v printed on Soft-RoCE (see FACTS and softroce fixtures).
+    assert m.roce_active_mtu(netdev_mtu) == rdma_mtu
+
+
+def test_roce_active_mtu_matches_captured_softroce_devinfo():
+    # tests/fixtures/softroce-qemu was captured with the netdev at MTU 4200.
+    text = (pathlib.Path(__file__).parents[3] / "fixtures/softroce-qemu/ibv_devinfo_v_vm1.txt").read_text()
+    active = int(re.search(r"active_mtu:\s+(\d+)", text).group(1))
+    assert m.roce_active_mtu(4200) == active == 4096
+
+
+def test_roce_min_netdev_mtu():
+    assert m.roce_min_netdev_mtu(4096) == 4192
+    assert m.roce_active_mtu(m.roce_min_netdev_mtu(2048)) == 2048
+
+
+@pytest.mark.parametrize(("value", "expected"), [(4096, 4096), ("2048", 2048), (5, 4096), (4, 2048), (None, 2048)])
+def test_partition_mtu_bytes_accepts_bytes_codes_and_default(value, expected):
+    assert m.partition_mtu_bytes(value) == expected
+
+
+def test_partition_mtu_bytes_rejects_garbage():
+    with pytest.raises(ValueError):
+        m.partition_mtu_bytes(4000)
+
+
+@pytest.mark.parametrize(("name", "pkey"), [("ib0", 0x7FFF), ("ib0.8001", 0x0001), ("ib1.0002", 0x0002)])
+def test_interface_pkey(name, pkey):
+    assert m.interface_pkey(name) == pkey
+
+
+def test_normalise_fills_defaults():
+    assert m.normalise_interface({"name": "ib0", "kind": "ipoib"}) == {
+        "name": "ib0",
+        "kind": "ipoib",
+        "mode": "datagram",
+        "mtu": 4092,
+        "address": None,
+        "softroce": None,
+    }
+    assert m.normalise_interface({"name": "ib0", "kind": "ipoib", "mode": "connected"})["mtu"] == 65520
+    roce = m.normalise_interface({"name": "ens1f0", "kind": "roce"})
+    assert (roce["mtu"], roce["rdma_mtu"], roce["mode"]) == (9000, 4096, None)
+    assert m.normalise_interface({"name": "ens1f0", "kind": "roce", "mtu": "4200"})["mtu"] == 4200
+
+
+def errors(iface, **kwargs):
+    return m.interface_errors(iface, 0, "node1", **kwargs)
+
+
+def test_valid_entries_have_no_errors():
+    assert errors({"name": "ib0", "kind": "ipoib", "address": "10.10.0.11/16"}) == []
+    assert errors({"name": "ib0", "kind": "ipoib", "mode": "connected", "mtu": 65520}) == []
+    assert errors({"name": "ens1f0", "kind": "roce", "mtu": 4200, "softroce": "rxe0"}) == []
+    assert errors({"name": "ens1f0", "kind": "roce", "address": "fd00::11/64"}) == []
+
+
+def test_mtu_9000_on_datagram_ipoib_names_host_interface_value_and_fix():
+    (message,) = errors({"name": "ib0", "kind": "ipoib", "mtu": 9000})
+    assert message.startswith("node1: fabric_interfaces[0] (ib0).mtu=9000 is above 4092 for datagram IPoIB")
+    assert "use 4092" in message and "mode connected" in message
+
+
+def test_connected_mode_refused_on_enhanced_ipoib():
+    (message,) = errors({"name": "ib0", "kind": "ipoib", "mode": "connected"}, enhanced_ipoib=True)
+    assert "node1: fabric_interfaces[0] (ib0).mode=connected is refused" in message
+    assert "ConnectX-4" in message and "use mode datagram" in message
+    assert errors({"name": "ib0", "kind": "ipoib", "mode": "connected"}, enhanced_ipoib=False) == []
+
+
+def test_datagram_fix_does_not_suggest_connected_on_enhanced_ipoib():
+    (message,) = errors({"name": "ib0", "kind": "ipoib", "mtu": 9000}, enhanced_ipoib=True)
+    assert "connected" not in message
+
+
+def test_connected_mode_above_65520():
+    (message,) = errors({"name": "ib0", "kind": "ipoib", "mode": "connected", "mtu": 65535})
+    assert "is above 65520 for connected IPoIB" in message
+
+
+@pytest.mark.parametrize("mtu", [9000, "abc", True, 20])
+def test_bad_ipoib_mtus(mtu):
+    assert len(errors({"name": "ib0", "kind": "ipoib", "mtu": mtu})) == 1
+
+
+def test_roce_mtu_that_lowers_rdma_mtu_is_flagged():
+    (message,) = errors({"name": "ens1f0", "kind": "roce", "mtu": 4096})
+    assert "(ens1f0).mtu=4096 gives a RoCE RDMA MTU of 2048, below 4096" in message
+    assert "use mtu >= 4192" in message
+    assert errors({"name": "ens1f0", "kind": "roce", "mtu": 1500}, roce_min_rdma_mtu=1024) == []
+    assert errors({"name": "ens1f0", "kind": "roce", "mtu": 1500}, roce_min_rdma_mtu=None) == []
+
+
+def test_roce_mtu_range_and_mode():
+    assert "outside" in errors({"name": "ens1f0", "kind": "roce", "mtu": 16000})[0]
+    assert "is set on a RoCE interface" in errors({"name": "ens1f0", "kind": "roce", "mode": "datagram"})[0]
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("10.10.0.300/16", "is not a valid address"),
+        ("10.10.0.11", "has no prefix length"),
+        ("10.10.0.0/16", "network or broadcast"),
+        ("10.10.255.255/16", "network or broadcast"),
+        ("fd00::1/129", "is not a valid address"),
+    ],
+)
+def test_invalid_address(address, problem):
+    (message,) = errors({"name": "ib0", "kind": "ipoib", "address": address})
+    assert message.startswith(f"node1: fabric_interfaces[0] (ib0).address={address} ")
+    assert problem in message and "CIDR" in message or "host address" in message
+
+
+def test_bad_kind_name_softroce_and_unknown_keys():
+    assert "use ipoib or roce" in errors({"name": "ib0", "kind": "ethernet"})[0]
+    assert "Linux interface name" in errors({"name": "a/b", "kind": "roce"})[0]
+    assert "Linux interface name" in errors({"name": "x" * 16, "kind": "roce"})[0]
+    assert "kind roce only" in errors({"name": "ib0", "kind": "ipoib", "softroce": "rxe0"})[0]
+    assert "RDMA device name" in errors({"name": "e0", "kind": "roce", "softroce": "rxe 0"})[0]
+    assert "is not a known key" in errors({"name": "ib0", "kind": "ipoib", "pkey": 1})[0]
+    assert "is not a mapping" in m.interface_errors("ib0", 2, "node1")[0]
+
+
+PARTITIONS = [
+    {"name": "Default", "pkey": "0x7fff", "ipoib": True, "mtu": 4096},
+    {"name": "storage", "pkey": "0x0002", "ipoib": True},
+    {"name": "compute", "pkey": 1, "ipoib": False, "mtu": 4096},
+]
+
+
+def test_ipoib_mtu_checked_against_partition_mtu():
+    assert errors({"name": "ib0", "kind": "ipoib"}, partitions=PARTITIONS) == []
+    # storage has no mtu: OpenSM's default mtu=4 (2048) caps datagram IPoIB at 2044.
+    (message,) = errors({"name": "ib0.8002", "kind": "ipoib"}, partitions=PARTITIONS)
+    assert "(ib0.8002).mtu=4092 is above 2044, what partition storage" in message
+    assert "use mtu 2044, or set mtu: 4096 on opensm_partitions entry storage" in message
+    assert errors({"name": "ib0.8002", "kind": "ipoib", "mtu": 2044}, partitions=PARTITIONS) == []
+    # connected mode uses RC, not the broadcast group
+    assert errors({"name": "ib0.8002", "kind": "ipoib", "mode": "connected"}, partitions=PARTITIONS) == []
+
+
+def test_ipoib_on_partition_without_ipoib_flag():
+    (message,) = errors({"name": "ib0.8001", "kind": "ipoib"}, partitions=PARTITIONS)
+    assert "ipoib: false" in message and "set ipoib: true" in message
+
+
+def test_no_partition_check_without_matching_partition():
+    assert errors({"name": "ib0.8005", "kind": "ipoib"}, partitions=PARTITIONS) == []
+    assert errors({"name": "ib0", "kind": "ipoib"}, partitions=[{"name": "x", "pkey": "0x0003", "mtu": 2048}]) == []
+    assert errors({"name": "ib0", "kind": "ipoib"}, partitions=[{"name": "Default", "mtu": 2048}])[0].count("2044")
+
+
+def test_list_errors_duplicates_and_enhanced_map():
+    interfaces = [
+        {"name": "ib0", "kind": "ipoib", "address": "10.10.0.11/16", "mode": "connected"},
+        {"name": "ib0", "kind": "ipoib", "address": "10.10.0.11/24"},
+        {"name": "ens1f0", "kind": "roce", "softroce": "rxe0"},
+        {"name": "ens1f1", "kind": "roce", "softroce": "rxe0"},
+    ]
+    found = m.list_errors(interfaces, "node1", enhanced_ipoib={"ib0": True})
+    assert any("fabric_interfaces[0] (ib0).mode=connected is refused" in e for e in found)
+    assert (
+        "node1: fabric_interfaces[1].name=ib0 repeats fabric_interfaces[0]; give each interface its own name" in found
+    )
+    assert any("[1].address=10.10.0.11/24 repeats" in e for e in found)
+    assert any("[3].softroce=rxe0 repeats fabric_interfaces[2]" in e for e in found)
+    assert len(found) == 4
+    assert m.list_errors(None) == []
+    assert "is not a list" in m.list_errors({"name": "ib0"}, "node1")[0]
+
+
+@pytest.mark.parametrize(
+    ("peers", "rails", "expected"),
+    [
+        (4, 1, (128, 512, 1024)),
+        (256, 8, (2048, 4096, 8192)),
+        (1000, 4, (4000, 8000, 16000)),
+    ],
+)
+def test_neigh_gc_thresholds(peers, rails, expected):
+    got = m.neigh_gc_thresholds(peers, rails)
+    assert (got["gc_thresh1"], got["gc_thresh2"], got["gc_thresh3"]) == expected
+    assert got["gc_thresh1"] < got["gc_thresh2"] < got["gc_thresh3"]
+    assert got["gc_thresh3"] > peers * rails
