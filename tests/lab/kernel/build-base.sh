@@ -4,24 +4,32 @@
 #
 #   build-base.sh [suite]          default: bookworm (KERNEL_LAB_SUITE)
 #
+# KERNEL_LAB_NETWORK picks how the VM configures its network, like the hosts the roles meet: ifupdown (default,
+# Debian 12's own default) or networkd (systemd-networkd, as under netplan). guest/<variant>/ holds its packages and files.
+#
 # Prints the base directory on stdout (progress goes to stderr). The directory is named after a hash of this recipe
-# (this file, packages.txt, guest/ and the suite): a changed recipe builds a new base, an unchanged one is reused.
+# (this file, packages.txt, guest/, the suite and the network variant): a changed recipe builds a new base, an unchanged one is reused.
 # Cache root: KERNEL_LAB_CACHE (default /var/tmp/gpucluster-kernel-lab). Needs root (debootstrap, chroot).
 # Older bases of the same suite are deleted after a build (running VMs keep their open backing file).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 suite=${1:-${KERNEL_LAB_SUITE:-bookworm}}
+network=${KERNEL_LAB_NETWORK:-ifupdown}
 cache=${KERNEL_LAB_CACHE:-/var/tmp/gpucluster-kernel-lab}
+[[ -d "$here/guest/$network" && "$network" != common ]] || {
+  echo "KERNEL_LAB_NETWORK=$network is not a variant in $here/guest; use ifupdown or networkd" >&2
+  exit 2
+}
 
 recipe_hash=$(
   {
-    echo "$suite"
+    echo "$suite $network"
     cat "$here/build-base.sh" "$here/packages.txt"
-    (cd "$here/guest" && find . -type f | LC_ALL=C sort | xargs sha256sum)
+    (cd "$here/guest" && find common "$network" -type f | LC_ALL=C sort | xargs sha256sum)
   } | sha256sum | cut -c1-12
 )
-base="$cache/base-$suite-$recipe_hash"
+base="$cache/base-$suite-$network-$recipe_hash"
 
 # A base older than KERNEL_LAB_MAX_AGE_DAYS (default 14) is rebuilt too: its apt lists and kernel follow the archive.
 max_age_min=$((${KERNEL_LAB_MAX_AGE_DAYS:-14} * 24 * 60))
@@ -44,7 +52,7 @@ done
 
 # The Debian mirror is the one this machine's apt already uses (never hard-coded here).
 mirror=${LAB_DEBIAN_MIRROR:-$("$here/../images/debian-mirror.sh")}
-packages=$(grep -v '^\s*#' "$here/packages.txt" | xargs | tr ' ' ',')
+packages=$(cat "$here/packages.txt" "$here/guest/$network/packages.txt" | grep -v '^\s*#' | xargs | tr ' ' ',')
 
 mkdir -p "$cache"
 work=$(mktemp -d "$cache/build-$suite.XXXXXX")
@@ -56,27 +64,28 @@ cleanup() {
 trap cleanup EXIT
 
 start=$SECONDS
-echo "building kernel-lab base $base from $mirror ($suite)" >&2
+echo "building kernel-lab base $base from $mirror ($suite, $network)" >&2
 debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
   tail -n 40 "$work/debootstrap.log" >&2
   exit 1
 }
 echo "debootstrap done after $((SECONDS - start)) s" >&2
 
-# Guest configuration: files from guest/ (management NIC by DHCP, initramfs module list, fstab, ...).
-cp -rT "$here/guest" "$rootfs"
+# Guest configuration (management NIC by DHCP, initramfs module list, fstab, ...).
+cp -rT "$here/guest/common/rootfs" "$rootfs"
+cp -rT "$here/guest/$network/rootfs" "$rootfs"
 printf 'deb %s %s main\n' "$mirror" "$suite" >"$rootfs/etc/apt/sources.list"
 : >"$rootfs/etc/machine-id" # each VM generates its own at first boot
 
 mount -t proc proc "$rootfs/proc"
+if [[ $network == networkd ]]; then chroot "$rootfs" systemctl enable systemd-networkd.service 2>/dev/null; fi
 chroot "$rootfs" /bin/sh -eu <<'CHROOT'
-systemctl enable systemd-networkd.service >/dev/null 2>&1
 # Nothing in the background competes with Ansible for the single emulated CPU or for the dpkg lock.
 for unit in apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer fstrim.timer \
   e2scrub_reap.service getty@tty1.service; do
   ln -sf /dev/null "/etc/systemd/system/$unit"
 done
-# Rebuild the initramfs with only the modules the VM needs to mount its root (guest/etc/initramfs-tools): a small
+# Rebuild the initramfs with only the modules the VM needs to mount its root (guest/common/rootfs/etc/initramfs-tools): a small
 # initramfs boots noticeably faster under emulation than Debian's MODULES=most default.
 update-initramfs -u -k all >/dev/null
 CHROOT
@@ -99,7 +108,7 @@ rm -rf "$rootfs/var/cache/apt/archives/"*.deb
 used_mib=$(du -sm "$rootfs" | cut -f1)
 mke2fs -q -t ext4 -L kernel-lab -d "$rootfs" "$work/out/base.img" "$((used_mib + 1536))M"
 
-for old in "$cache/base-$suite-"*; do rm -rf "$old"; done
+for old in "$cache/base-$suite-$network-"*; do rm -rf "$old"; done
 mv "$work/out" "$base"
 touch "$base/complete"
 echo "kernel-lab base built in $((SECONDS - start)) s: kernel $version" >&2
