@@ -1,0 +1,120 @@
+# gpucluster.fabric developer and CI entry point.
+#   make test   — everything: host packages, venv, lab images, lint, unit tests, all Molecule scenarios
+#   make lab    — the main job: bring up the local lab and run the site playbook against it
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+VENV ?= $(ROOT)/.venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+COLLECTIONS := $(ROOT)/.build/collections
+COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/gpucluster/fabric
+LAB_SUITES ?= bookworm bullseye
+LAB_IMAGE_REPO ?= localhost/gpucluster-lab
+# Molecule scenarios run on the container lab images; kernel_* scenarios need qemu (make kernel-lab).
+SCENARIOS ?= $(sort $(filter-out kernel_%,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
+
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+# A project-local Ansible home: a copy of this collection that some tool installed into ~/.ansible would
+# otherwise shadow the working tree (ansible-lint puts ~/.ansible/collections first).
+export ANSIBLE_HOME := $(ROOT)/.ansible
+export ANSIBLE_ROLES_PATH := $(ROOT)/roles
+CONTAINER_ULIMITS := $(shell tests/lab/container-ulimits.sh)
+export MOLECULE_ULIMIT_NOFILE := $(word 1,$(CONTAINER_ULIMITS))
+export MOLECULE_ULIMIT_NPROC := $(word 2,$(CONTAINER_ULIMITS))
+export LAB_MEMLOCK_KIB := $(shell tests/lab/memlock-kib.sh)
+
+.PHONY: help
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: host-deps
+host-deps:  ## install the Debian packages the harness needs and configure podman (root)
+	tests/lab/setup-host.sh
+
+$(VENV)/.stamp: requirements.txt constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
+	touch $@
+
+.PHONY: venv
+venv: $(VENV)/.stamp $(COLLECTION_LINK)  ## create the virtual environment from pinned requirements
+
+$(COLLECTION_LINK):
+	mkdir -p $(dir $@)
+	ln -sfn $(ROOT) $@
+
+.PHONY: images
+images: host-deps  ## build (or reuse cached) lab images for LAB_SUITES
+	for suite in $(LAB_SUITES); do LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $$suite; done
+
+.PHONY: lint
+lint: venv  ## yamllint, ansible-lint (production profile), ruff
+	$(BIN)/yamllint --strict .
+	$(BIN)/ansible-lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python tools/role_docs.py --check
+	$(BIN)/antsibull-changelog lint
+
+.PHONY: docs
+docs: venv  ## regenerate the variable tables in roles/*/README.md from meta/argument_specs.yml
+	$(BIN)/python tools/role_docs.py
+
+.PHONY: unit
+unit: venv  ## pytest unit tests for plugins and module_utils
+	$(BIN)/pytest tests/unit tests/repo
+
+.PHONY: molecule
+molecule: venv images  ## every container scenario on every lab suite (SCENARIOS=..., LAB_SUITES=...)
+	for scenario in $(SCENARIOS); do \
+	  for suite in $(LAB_SUITES); do \
+	    echo "=== molecule test -s $$scenario on $$suite ==="; \
+	    MOLECULE_SUITE=$$suite MOLECULE_IMAGE=$(LAB_IMAGE_REPO):$$suite $(BIN)/molecule test -s $$scenario; \
+	  done; \
+	done
+
+.PHONY: build
+build: venv  ## build the collection tarball
+	$(BIN)/ansible-galaxy collection build --force --output-path $(ROOT)/.build
+
+VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
+TARBALL := $(ROOT)/.build/gpucluster-fabric-$(VERSION).tar.gz
+# Outside the git checkout: ansible-test inside a git work tree only sees files git tracks there.
+SANITY_ROOT := $(or $(TMPDIR),/tmp)/gpucluster-fabric-sanity-$(shell echo $(ROOT) | md5sum | cut -c1-8)
+
+# ansible-test sanity and units on what we ship: the built tarball, installed into a clean path.
+# ansible-test fetches a pip bootstrap script from a host our machines cannot reach; it looks in its cache
+# first, so a stand-in (tests/lab/ansible-test/get_pip.py) is put there.
+.PHONY: sanity
+sanity: build  ## ansible-test sanity + units on the built collection installed into a clean path
+	rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_ROOT)
+	ANSIBLE_COLLECTIONS_PATH=$(SANITY_ROOT) $(BIN)/ansible-galaxy collection install --force --no-deps -p $(SANITY_ROOT) $(TARBALL)
+	pip_version=$$(grep -oP "pip='\K[0-9.]+" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | head -n1); \
+	  mkdir -p ~/.ansible/test/cache && \
+	  cp tests/lab/ansible-test/get_pip.py ~/.ansible/test/cache/get_pip_$${pip_version//./_}.py
+	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test sanity --python 3.11 --color no
+	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test units --venv --python 3.11 --color no
+
+.PHONY: test
+test: host-deps venv images lint unit build sanity molecule  ## the full test suite (what CI runs)
+	@echo "make test: all passed"
+
+.PHONY: lab
+LAB_SUITE ?= bookworm
+export LAB_SUITE
+lab: venv host-deps  ## the main job: bring up the lab (LAB_SUITE=bookworm) and run the site playbook against it
+	LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $(LAB_SUITE)
+	$(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_up.yml
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
+
+.PHONY: lab-down
+lab-down: venv  ## tear the lab down
+	$(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_down.yml
+
+.PHONY: clean
+clean:  ## remove the venv and build outputs (lab images stay cached in podman)
+	rm -rf $(VENV) $(ROOT)/.build

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Prepare a Debian 12 machine (as root) for the lab and the tests: the Debian packages the harness
+# needs, podman configured as this machine requires (runc; see README "Lab host"), and kernel limits
+# for many systemd containers. Idempotent; quick when everything is in place.
+set -euo pipefail
+
+packages=(podman runc debootstrap)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "installing host packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# crun refuses this machine's cgroup layout; runc works.
+conf=/etc/containers/containers.conf
+if ! grep -qs '^runtime *= *"runc"' "$conf"; then
+  mkdir -p /etc/containers
+  if grep -qs '^\[engine\]' "$conf"; then
+    sed -i '/^\[engine\]/a runtime = "runc"' "$conf"
+  else
+    printf '[engine]\nruntime = "runc"\n' >>"$conf"
+  fi
+fi
+
+# Each systemd container takes several inotify instances; the default 128 stops at ~26 containers.
+if (($(sysctl -n fs.inotify.max_user_instances) < 2048)); then
+  sysctl -q -w fs.inotify.max_user_instances=2048
+fi
