@@ -4,7 +4,12 @@
 # for many systemd containers. Idempotent; quick when everything is in place.
 set -euo pipefail
 
-packages=(podman runc debootstrap)
+# podman/runc/debootstrap: lab containers and images; apt-utils/gnupg/dpkg-dev: the lab CUDA apt mirror
+# (tests/lab/mirror). With --kernel-lab also qemu for the real-kernel lab (tests/lab/kernel).
+packages=(podman runc debootstrap apt-utils gnupg dpkg-dev)
+if [[ "${1:-}" == "--kernel-lab" ]]; then
+  packages+=(qemu-system-x86 qemu-utils e2fsprogs openssh-client)
+fi
 
 missing=()
 for package in "${packages[@]}"; do

@@ -60,6 +60,10 @@ stop() {
 
 case ${1:-} in
 start)
+  # Molecule scenarios run in parallel (make molecule MOLECULE_JOBS): one start at a time builds and serves.
+  mkdir -p "$cache_root"
+  exec 9>"$cache_root/.start.lock"
+  flock 9
   addr=$(address)
   url="http://$addr:$port"
   dir=$("$here/build-mirror.sh" "$url")
