@@ -18,6 +18,9 @@ SCENARIOS ?= $(sort $(filter-out kernel_%,$(notdir $(patsubst %/molecule.yml,%,$
 
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+# A project-local Ansible home: a copy of this collection that some tool installed into ~/.ansible would
+# otherwise shadow the working tree (ansible-lint puts ~/.ansible/collections first).
+export ANSIBLE_HOME := $(ROOT)/.ansible
 export ANSIBLE_ROLES_PATH := $(ROOT)/roles
 CONTAINER_ULIMITS := $(shell tests/lab/container-ulimits.sh)
 export MOLECULE_ULIMIT_NOFILE := $(word 1,$(CONTAINER_ULIMITS))
