@@ -139,6 +139,7 @@ test: host-deps venv images lint unit build sanity molecule  ## the full test su
 .PHONY: lab
 LAB_SUITE ?= bookworm
 export LAB_SUITE
+export LAB_REPORT_DIR := $(ROOT)/reports
 lab: venv host-deps  ## the main job: bring up the lab (LAB_SUITE=bookworm) and run the site playbook against it
 	LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $(LAB_SUITE)
 	$(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_up.yml
