@@ -74,8 +74,13 @@ MOLECULE_JOBS ?= 3
 MOLECULE_LOGS := $(ROOT)/.build/molecule-logs
 MOLECULE_RUNS := $(foreach scenario,$(SCENARIOS),$(foreach suite,$(LAB_SUITES),molecule-run/$(scenario)/$(suite)))
 
+# The lab CUDA apt mirror (tests/lab/mirror) is built once here (cached by recipe); scenarios' prepare starts it too.
+.PHONY: mirror
+mirror: venv host-deps  ## build (cached) and serve the lab CUDA apt mirror
+	tests/lab/mirror/mirror.sh start
+
 .PHONY: molecule
-molecule: venv images  ## every container scenario on every lab suite (SCENARIOS=..., LAB_SUITES=..., MOLECULE_JOBS=...)
+molecule: venv images mirror  ## every container scenario on every lab suite (SCENARIOS=..., LAB_SUITES=..., MOLECULE_JOBS=...)
 	rm -rf $(MOLECULE_LOGS) && mkdir -p $(MOLECULE_LOGS)
 	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) $(MOLECULE_RUNS)
 

@@ -67,29 +67,16 @@ def test_fresh_key_matches_gpg(tmp_path):
     home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
     env = dict(os.environ, GNUPGHOME=str(home))
-    run = {"env": env, "check": True, "capture_output": True}
-    subprocess.run(
-        ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "t <t@t.invalid>", "rsa1024", "sign"], **run
-    )
-    primary = fingerprints(subprocess.run(["gpg", "--with-colons", "--list-keys"], **run).stdout.decode())[0]
-    subprocess.run(
-        [
-            "gpg",
-            "--batch",
-            "--passphrase",
-            "",
-            "--pinentry-mode",
-            "loopback",
-            "--quick-add-key",
-            primary,
-            "rsa1024",
-            "encr",
-        ],
-        **run,
-    )
-    expected = fingerprints(subprocess.run(["gpg", "--with-colons", "--list-keys"], **run).stdout.decode())
+
+    def gpg(*arguments):
+        return subprocess.run(["gpg", *arguments], env=env, check=True, capture_output=True).stdout
+
+    gpg("--batch", "--passphrase", "", "--quick-gen-key", "t <t@t.invalid>", "rsa1024", "sign")
+    primary = fingerprints(gpg("--with-colons", "--list-keys").decode())[0]
+    gpg("--batch", "--passphrase", "", "--pinentry-mode", "loopback", "--quick-add-key", primary, "rsa1024", "encr")
+    expected = fingerprints(gpg("--with-colons", "--list-keys").decode())
     assert len(expected) == 2
-    exported = subprocess.run(["gpg", "--export"], **run).stdout
+    exported = gpg("--export")
     subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, check=False)
     info = openpgp.keyring_info(exported)
     assert len(info["keys"]) == 1
