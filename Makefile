@@ -70,7 +70,7 @@ unit: venv  ## pytest unit tests for plugins and module_utils
 
 # Each (scenario, suite) pair runs as its own job with its own Molecule ephemeral directory, so that
 # MOLECULE_JOBS of them can run at once; each job's output goes to .build/molecule-logs/ and is shown on failure.
-MOLECULE_JOBS ?= 3
+MOLECULE_JOBS ?= 4
 MOLECULE_LOGS := $(ROOT)/.build/molecule-logs
 MOLECULE_RUNS := $(foreach scenario,$(SCENARIOS),$(foreach suite,$(LAB_SUITES),molecule-run/$(scenario)/$(suite)))
 

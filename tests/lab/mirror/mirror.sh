@@ -74,7 +74,8 @@ start)
   fi
   stop
   ln -sfn "$dir" "$cache_root/serving"
-  setsid python3 "$here/serve.py" "$addr" "$port" "$dir/www" >"$cache_root/server.log" 2>&1 </dev/null &
+  # 9>&-: the server must not inherit (and hold for ever) the start lock
+  setsid python3 "$here/serve.py" "$addr" "$port" "$dir/www" >"$cache_root/server.log" 2>&1 </dev/null 9>&- &
   echo $! >"$pidfile"
   python3 - "$dir/mirror.json" "$dir" "$manifest" <<'PY'
 import json
