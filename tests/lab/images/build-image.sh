@@ -44,6 +44,9 @@ done
 printf 'deb %s %s main\n' "$mirror" "$suite" >"$rootfs/etc/apt/sources.list"
 # Keep images small; the roles under test install what they need.
 printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' >"$rootfs/etc/apt/apt.conf.d/90gpucluster-lab"
+# Parallel lab containers share this machine's resolver and link: a passing "Temporary failure resolving"
+# must not fail a test, so apt retries each download (with back-off).
+printf 'Acquire::Retries "6";\n' >>"$rootfs/etc/apt/apt.conf.d/90gpucluster-lab"
 rm -rf "$rootfs/var/lib/apt/lists/"* "$rootfs/var/cache/apt/archives/"*.deb
 : >"$rootfs/etc/machine-id"
 
