@@ -82,7 +82,26 @@ mirror: venv host-deps  ## build (cached) and serve the lab CUDA apt mirror
 .PHONY: molecule
 molecule: venv images mirror  ## every container scenario on every lab suite (SCENARIOS=..., LAB_SUITES=..., MOLECULE_JOBS=...)
 	rm -rf $(MOLECULE_LOGS) && mkdir -p $(MOLECULE_LOGS)
-	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) $(MOLECULE_RUNS)
+	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) $(MOLECULE_RUNS) $(if $(filter site,$(SCENARIOS)),faults-run)
+
+# Fault tests (tests/integration/test_site_faults.py): site.yml on a lab of its own (fault-* containers) —
+# bad inventory, interrupted converge, mirror lost mid-run, unreachable node. One more job of `make molecule`.
+FAULTS_SUITE ?= $(firstword $(LAB_SUITES))
+.PHONY: faults
+faults: venv images mirror  ## fault tests of the site playbook on a lab of its own (FAULTS_SUITE=bookworm)
+	@mkdir -p $(MOLECULE_LOGS)
+	$(MAKE) --no-print-directory faults-run
+
+.PHONY: faults-run
+faults-run:
+	@log=$(MOLECULE_LOGS)/faults-$(FAULTS_SUITE).log; start=$$(date +%s); \
+	echo "START fault tests on $(FAULTS_SUITE)"; \
+	if GPUCLUSTER_FAULT_TESTS=1 LAB_SUITE=$(FAULTS_SUITE) $(BIN)/pytest -v -p no:cacheprovider tests/integration >$$log 2>&1; then \
+	  echo "PASS  fault tests on $(FAULTS_SUITE) ($$(( $$(date +%s) - start )) s)"; \
+	else \
+	  echo "FAIL  fault tests on $(FAULTS_SUITE) ($$(( $$(date +%s) - start )) s); last lines of $$log:"; \
+	  tail -n 150 $$log; exit 1; \
+	fi
 
 $(MOLECULE_RUNS): molecule-run/%:
 	@scenario=$(word 1,$(subst /, ,$*)); suite=$(word 2,$(subst /, ,$*)); \

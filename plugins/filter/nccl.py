@@ -8,7 +8,8 @@ short_description: NVIDIA's libnccl2 package version for an NCCL release and CUD
 description:
   - Returns C(2.21.5-1+cuda12.4) for C('2.21.5') and C('12.4'). The companion filters of this file
     (C(nccl_version_errors), C(nccl_conf), C(nccl_feature_report), C(nccl_parse_package_version),
-    C(nccl_parse_dpkg_query), C(nccl_parse_madison), C(nccl_version_code),
+    C(nccl_parse_dpkg_query), C(nccl_parse_madison), C(nccl_parse_package_index), C(apt_release_index_sha256),
+    C(nccl_version_code),
     C(openpgp_fingerprint)) return validation results for the nccl and cuda_repo roles' preflight.
 positional: _input, cuda_version, revision
 options:
@@ -78,6 +79,14 @@ def nccl_parse_madison(text):
     return nccl.parse_madison(text)
 
 
+def nccl_parse_package_index(text):
+    return nccl.parse_package_index(text)
+
+
+def apt_release_index_sha256(text, name):
+    return nccl.release_index_sha256(text, name)
+
+
 def openpgp_fingerprint(value):
     """Normalised fingerprint (upper-case hex, no spaces), or '' when ``value`` is not one."""
     return normalize_fingerprint(value) or ""
@@ -94,5 +103,7 @@ class FilterModule:
             "nccl_feature_report": nccl_feature_report,
             "nccl_parse_dpkg_query": nccl_parse_dpkg_query,
             "nccl_parse_madison": nccl_parse_madison,
+            "nccl_parse_package_index": nccl_parse_package_index,
+            "apt_release_index_sha256": apt_release_index_sha256,
             "openpgp_fingerprint": openpgp_fingerprint,
         }

@@ -503,10 +503,21 @@ def outlier_checks(checks, thresholds, min_hosts=3):
 
 def evaluate(hosts, config):
     """All checks for the selected tiers. ``hosts``: {host: collected data}; ``config``: tiers, thresholds,
-    references, expected, rdma_device."""
+    references, expected, rdma_device, unreached (hosts of the play that were not validated: unreachable, or failed
+    before this role ran; each gets a failed ``host.reached`` check, so a lost node never reads as a clean fleet)."""
     tiers = config.get("tiers") or []
     thresholds = config["thresholds"]
     checks = []
+    for host in sorted(config.get("unreached") or []):
+        checks.append(
+            _check(
+                host,
+                "health",
+                "host.reached",
+                "failed",
+                f"{host} was not validated: unreachable, or failed earlier in this run (see the play recap)",
+            )
+        )
     for host in sorted(hosts):
         data = hosts[host] or {}
         if "health" in tiers:

@@ -235,6 +235,37 @@ def parse_dpkg_query(text):
     return installed
 
 
+def parse_package_index(text, packages=("libnccl2", "libnccl-dev")):
+    """Parse an apt ``Packages`` index (or just its Package:/Version: lines) into {package: [versions]} for
+    ``packages``: what a repository offers before apt knows it (the site preflight runs before cuda_repo)."""
+    offered = {}
+    package = None
+    for line in (text or "").splitlines():
+        if line.startswith("Package:"):
+            package = line.split(":", 1)[1].strip()
+        elif line.startswith("Version:") and package in packages:
+            versions = offered.setdefault(package, [])
+            version = line.split(":", 1)[1].strip()
+            if version not in versions:
+                versions.append(version)
+        elif not line.strip():
+            package = None
+    return offered
+
+
+def release_index_sha256(release_text, name):
+    """The SHA256 a (signed) Release/InRelease file lists for index ``name`` (e.g. 'Packages.gz'), or ''."""
+    in_sha256 = False
+    for line in (release_text or "").splitlines():
+        if not line.startswith(" "):
+            in_sha256 = line.strip() == "SHA256:"
+            continue
+        fields = line.split()
+        if in_sha256 and len(fields) == 3 and fields[2] == name and re.fullmatch(r"[0-9a-f]{64}", fields[0]):
+            return fields[0]
+    return ""
+
+
 def parse_madison(text):
     """Parse ``apt-cache madison`` output into {package: [versions, in apt's order]}."""
     offered = {}

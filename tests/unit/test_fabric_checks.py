@@ -187,3 +187,37 @@ def test_outliers_below_fraction_of_median():
     assert result == {"a": "passed", "b": "passed", "c": "passed", "d": "failed"}
     few = outlier_checks(checks[:2], THRESHOLDS)
     assert {c["status"] for c in few} == {"skipped"}
+
+
+def _ibsim(state):
+    devices = read_rdma_devices(str(FIXTURES / f"sysfs-ibsim-{state}"))
+    return {"rdma_present": True, "devices": devices, "modules_loaded": {}}
+
+
+def test_health_on_ibsim_port_swept_by_opensm():
+    config = _config(["health"])
+    config["expected"]["rate_gbps"] = 10
+    result = evaluate({"lab-gpu-01": {"ib": _ibsim("active")}}, config)
+    state = _by(result, "lab-gpu-01", "port.state[ibsim0/1]")
+    assert state["status"] == "passed"
+    assert _by(result, "lab-gpu-01", "port.rate[ibsim0/1]")["status"] == "passed"
+    # InfiniBand port without ibv_devinfo: the active MTU is unknown, reported skipped, never passed
+    assert _by(result, "lab-gpu-01", "port.active_mtu[ibsim0/1]")["status"] == "skipped"
+    assert result["summary"]["failed"] == 0
+
+
+def test_health_fails_on_port_the_sm_has_not_swept():
+    result = evaluate({"lab-gpu-01": {"ib": _ibsim("init")}}, _config(["health"]))
+    check = _by(result, "lab-gpu-01", "port.state[ibsim0/1]")
+    assert check["status"] == "failed"
+    assert "INIT" in check["message"]
+
+
+def test_unreached_host_is_a_failed_check():
+    config = _config(["health"])
+    config["unreached"] = ["lab-gpu-02"]
+    result = evaluate({"lab-gpu-01": {"ib": _ibsim("active")}}, config)
+    check = _by(result, "lab-gpu-02", "host.reached")
+    assert check["status"] == "failed"
+    assert "not validated" in check["message"]
+    assert result["summary"]["failed"] == 1

@@ -202,3 +202,33 @@ def test_parse_madison_captured():
         "libnccl-dev": ["2.23.4-1+cuda12.6", "2.21.5-1+cuda12.4"],
     }
     assert nccl.parse_madison("") == {}
+
+
+def test_parse_package_index_keeps_only_nccl_packages():
+    text = (
+        "Package: cuda-keyring\nVersion: 1.1-1\n\n"
+        "Package: libnccl2\nVersion: 2.21.5-1+cuda12.4\nArchitecture: amd64\n\n"
+        "Package: libnccl-dev\nVersion: 2.21.5-1+cuda12.4\n\n"
+        "Package: libnccl2\nVersion: 2.23.4-1+cuda12.6\n\n"
+    )
+    assert nccl.parse_package_index(text) == {
+        "libnccl2": ["2.21.5-1+cuda12.4", "2.23.4-1+cuda12.6"],
+        "libnccl-dev": ["2.21.5-1+cuda12.4"],
+    }
+    assert nccl.parse_package_index("") == {}
+
+
+def test_release_index_sha256_reads_the_sha256_section_only():
+    digest = "a" * 64
+    release = (
+        "Origin: NVIDIA\nMD5Sum:\n "
+        + "b" * 32
+        + " 10 Packages.gz\nSHA256:\n "
+        + digest
+        + " 10 Packages.gz\n "
+        + "c" * 64
+        + " 20 Packages\n"
+    )
+    assert nccl.release_index_sha256(release, "Packages.gz") == digest
+    assert nccl.release_index_sha256(release, "Packages") == "c" * 64
+    assert nccl.release_index_sha256(release, "Packages.xz") == ""

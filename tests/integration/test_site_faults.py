@@ -1,0 +1,289 @@
+"""Fault tests: playbooks/site.yml on a lab of its own (fault-gpu-01/02, fault-sm-01) when things go wrong.
+
+Each test runs the real site playbook with ansible-playbook against real systemd containers (the lab of
+tests/lab/playbooks/lab_up.yml: ibsim + OpenSM on the SM, the lab CUDA mirror, veth fabric interfaces):
+
+1. a bad inventory value fails in the preflight play, before any host changes (hosts compared before/after);
+2. a converge interrupted half-way (SIGINT to ansible-playbook, as Ctrl-C) then re-run completes, and a third run
+   changes nothing;
+3. the CUDA mirror going away mid-run (a blackhole route on one node once the nccl role starts an NCCL change) fails
+   clearly, and leaves that node consistent (dpkg clean, NCCL still the old version and held);
+4. an unreachable node does not stop the others and is reported (recap and validation report).
+
+Needs podman, the lab image (make images) and the lab mirror (make mirror); `make faults` runs it.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = os.environ.get("LAB_SUITE", "bookworm")
+PREFIX = f"fault-{SUITE}"
+GPUS = [f"{PREFIX}-gpu-01", f"{PREFIX}-gpu-02"]
+SM = f"{PREFIX}-sm-01"
+NETWORK = f"gpucluster-fault-fabric-{SUITE}"
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("GPUCLUSTER_FAULT_TESTS") != "1",
+    reason="needs the container lab: run `make faults` (sets GPUCLUSTER_FAULT_TESTS=1)",
+)
+
+
+def _inventory(directory, host_vars_extra=None):
+    hosts = {
+        "all": {
+            "children": {
+                "gpu_nodes": {
+                    "hosts": {
+                        GPUS[0]: {
+                            "fabric_port_guids": ["0x0002c90300c00101"],
+                            "lab_fabric_address": "192.168.90.11/24",
+                        },
+                        GPUS[1]: {
+                            "fabric_port_guids": ["0x0002c90300c00201"],
+                            "lab_fabric_address": "192.168.90.12/24",
+                        },
+                    }
+                },
+                "subnet_managers": {"hosts": {SM: {"fabric_port_guids": ["0x0002c90300c00001"]}}},
+            },
+        }
+    }
+    # Host variables: they win over the lab's group_vars (which name the lab's own fabric network).
+    for group in hosts["all"]["children"].values():
+        for host_vars in group["hosts"].values():
+            host_vars["lab_fabric_network"] = NETWORK
+    for host, extra in (host_vars_extra or {}).items():
+        for group in hosts["all"]["children"].values():
+            if host in group["hosts"]:
+                group["hosts"][host].update(extra)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "hosts.yml").write_text(json.dumps(hosts, indent=1))
+    link = directory / "group_vars"
+    if not link.exists():
+        link.symlink_to(ROOT / "inventories" / "lab" / "group_vars")
+    return str(directory)
+
+
+def _env(report_dir):
+    return dict(os.environ, LAB_SUITE=SUITE, LAB_REPORT_DIR=str(report_dir), ANSIBLE_FORCE_COLOR="0")
+
+
+def _playbook(inventory, playbook, report_dir, *extra, check=False):
+    proc = subprocess.run(
+        [ANSIBLE_PLAYBOOK, "-i", inventory, playbook, *extra],
+        cwd=ROOT,
+        env=_env(report_dir),
+        capture_output=True,
+        text=True,
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(f"{playbook} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}")
+    return proc
+
+
+def _recap(output):
+    """{host: {ok, changed, unreachable, failed, ...}} from the PLAY RECAP."""
+    recap = {}
+    for line in output.split("PLAY RECAP")[-1].splitlines():
+        match = re.match(r"^(\S+)\s+:\s+(.*)$", line.strip())
+        if match:
+            recap[match.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(2))}
+    return recap
+
+
+def _podman(*args, check=True):
+    return subprocess.run(["podman", *args], capture_output=True, text=True, check=check)
+
+
+def _state(host):
+    """What a run could change on a host: packages and their states, holds, /etc, the fabric interface."""
+    script = (
+        "dpkg-query -W -f='${Package} ${Version} ${Status}\\n' | sort; apt-mark showhold;"
+        " find /etc -xdev -type f -print0 | sort -z | xargs -0 md5sum; ip -o link show eth1 | sed 's/ qlen.*//';"
+        " ip -o addr show dev eth1"
+    )
+    return _podman("exec", host, "sh", "-c", script).stdout
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    base = tmp_path_factory.mktemp("faults")
+    inventory = _inventory(base / "inventory")
+    report_dir = base / "reports"
+    _playbook(inventory, "tests/lab/playbooks/lab_down.yml", report_dir)
+    _playbook(inventory, "tests/lab/playbooks/lab_up.yml", report_dir, check=True)
+    yield {"base": base, "inventory": inventory, "reports": report_dir}
+    for host in GPUS:
+        _podman("exec", host, "ip", "route", "flush", "type", "blackhole", check=False)
+    _playbook(inventory, "tests/lab/playbooks/lab_down.yml", report_dir)
+
+
+@pytest.mark.parametrize(
+    ("host_vars", "expected"),
+    [
+        (
+            {GPUS[1]: {"fabric_interfaces": [{"name": "eth1", "kind": "ipoib", "mode": "datagram", "mtu": 9000}]}},
+            [GPUS[1], "fabric_interfaces", "4092"],
+        ),
+        ({GPUS[1]: {"fabric_port_guids": ["0x0002c90300c0020Z"]}}, [GPUS[1], "fabric_port_guids"]),
+    ],
+    ids=["mtu-9000-datagram-ipoib", "malformed-guid"],
+)
+def test_bad_inventory_fails_in_preflight_before_any_change(lab, host_vars, expected):
+    inventory = _inventory(lab["base"] / f"bad-{len(host_vars)}-{abs(hash(str(host_vars)))}", host_vars)
+    before = {host: _state(host) for host in [*GPUS, SM]}
+    proc = _playbook(inventory, "playbooks/site.yml", lab["reports"])
+    output = proc.stdout
+    assert proc.returncode != 0, output[-4000:]
+    preflight = output.split("PLAY [Provision the RDMA user space")[0]
+    assert "PLAY [Check the inventory before any host changes]" in preflight
+    for word in expected:
+        assert word in preflight, (word, output[-4000:])
+    assert all(counts.get("changed", 0) == 0 for counts in _recap(output).values()), output[-3000:]
+    for host in [*GPUS, SM]:
+        assert _state(host) == before[host], f"{host} changed although the preflight failed"
+
+
+def _run_interrupted(inventory, report_dir, marker, timeout=1800):
+    """Start site.yml, send SIGINT (Ctrl-C) once `marker` appears in its output; return the output."""
+    proc = subprocess.Popen(
+        [ANSIBLE_PLAYBOOK, "-i", inventory, "playbooks/site.yml"],
+        cwd=ROOT,
+        env=_env(report_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    deadline = time.time() + timeout
+    interrupted = False
+    for line in proc.stdout:
+        lines.append(line)
+        if not interrupted and marker in line:
+            # Ctrl-C: Ansible stops at the running task; a second SIGINT would abort harder, as a user might.
+            time.sleep(2)
+            proc.send_signal(signal.SIGINT)
+            interrupted = True
+        if time.time() > deadline:
+            proc.kill()
+            break
+    proc.wait(timeout=300)
+    return interrupted, proc.returncode, "".join(lines)
+
+
+def test_interrupted_converge_then_rerun_completes(lab):
+    interrupted, returncode, output = _run_interrupted(
+        lab["inventory"], lab["reports"], "TASK [gpucluster.fabric.rdma_core : Install"
+    )
+    assert interrupted, output[-3000:]
+    assert returncode != 0
+    assert "PLAY [Validate the fabric]" not in output
+    rerun = _playbook(lab["inventory"], "playbooks/site.yml", lab["reports"])
+    assert rerun.returncode == 0, rerun.stdout[-6000:]
+    again = _playbook(lab["inventory"], "playbooks/site.yml", lab["reports"])
+    assert again.returncode == 0, again.stdout[-6000:]
+    recap = _recap(again.stdout)
+    assert set(recap) >= {*GPUS, SM}
+    assert all(counts["changed"] == 0 for counts in recap.values()), again.stdout[-6000:]
+
+
+def _mirror_gateway():
+    config = json.loads(_podman("network", "inspect", "podman").stdout)[0]
+    return config["subnets"][0]["gateway"]
+
+
+def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
+    victim, other = GPUS
+    before = _podman("exec", victim, "dpkg-query", "-W", "-f=${Version}", "libnccl2").stdout
+    assert before == "2.21.5-1+cuda12.4"
+    gateway = _mirror_gateway()
+    proc = subprocess.Popen(
+        [
+            ANSIBLE_PLAYBOOK,
+            "-i",
+            lab["inventory"],
+            "playbooks/site.yml",
+            "-e",
+            '{"nccl_version": "2.23.4", "nccl_cuda_version": "12.6", "nccl_allow_version_change": true}',
+        ],
+        cwd=ROOT,
+        env=_env(lab["reports"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    cut = False
+    for line in proc.stdout:
+        lines.append(line)
+        if not cut and "TASK [gpucluster.fabric.nccl :" in line:
+            _podman("exec", victim, "ip", "route", "add", "blackhole", f"{gateway}/32")
+            cut = True
+    proc.wait(timeout=300)
+    output = "".join(lines)
+    try:
+        assert cut, output[-3000:]
+        assert proc.returncode != 0, output[-4000:]
+        recap = _recap(output)
+        assert recap[victim]["failed"] >= 1, output[-4000:]
+        assert recap[other]["failed"] == 0 and recap[other]["unreachable"] == 0, output[-4000:]
+        failure = output[output.index(f"fatal: [{victim}]") :][:3000]
+        assert "2.23.4" in failure or gateway in failure or "mirror" in failure.lower(), failure
+        # Consistent: dpkg has nothing half-installed, the old pair is in place and still held.
+        assert _podman("exec", victim, "dpkg", "--audit").stdout.strip() == ""
+        versions = _podman(
+            "exec", victim, "dpkg-query", "-W", "-f=${Package} ${Version} ${Status}\\n", "libnccl2", "libnccl-dev"
+        ).stdout
+        assert versions.count("2.21.5-1+cuda12.4 install ok installed") == 2, versions
+        holds = _podman("exec", victim, "apt-mark", "showhold").stdout.split()
+        assert {"libnccl2", "libnccl-dev"} <= set(holds), holds
+        other_version = _podman("exec", other, "dpkg-query", "-W", "-f=${Version}", "libnccl2").stdout
+        assert other_version == "2.23.4-1+cuda12.6"
+    finally:
+        _podman("exec", victim, "ip", "route", "del", "blackhole", f"{gateway}/32", check=False)
+    # Back to the inventory's version everywhere once the mirror is back.
+    back = _playbook(
+        lab["inventory"], "playbooks/site.yml", lab["reports"], "-e", '{"nccl_allow_version_change": true}'
+    )
+    assert back.returncode == 0, back.stdout[-6000:]
+
+
+def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):
+    lost = GPUS[1]
+    _podman("stop", "-t", "2", lost)
+    try:
+        runs_before = {p.name for p in lab["reports"].iterdir()} if lab["reports"].exists() else set()
+        proc = _playbook(
+            lab["inventory"], "playbooks/site.yml", lab["reports"], "-e", "gpucluster_max_fail_percentage=50"
+        )
+        output = proc.stdout
+        recap = _recap(output)
+        assert proc.returncode == 4, output[-4000:]  # 4: some hosts were unreachable
+        assert recap[lost]["unreachable"] >= 1
+        for host in (GPUS[0], SM):
+            assert recap[host]["failed"] == 0 and recap[host]["unreachable"] == 0, output[-4000:]
+        assert "PLAY [Validate the fabric]" in output
+        new_runs = sorted({p.name for p in lab["reports"].iterdir()} - runs_before)
+        assert new_runs, "no validation report written"
+        report = json.loads((lab["reports"] / new_runs[-1] / "report.json").read_text())
+        reached = [c for c in report["checks"] if c["host"] == lost and c["check"] == "host.reached"]
+        assert reached and reached[0]["status"] == "failed", report["checks"]
+        mine = [c for c in report["checks"] if c["host"] == GPUS[0]]
+        assert mine and all(c["status"] != "failed" for c in mine), mine
+    finally:
+        _podman("start", lost)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-v"]))
