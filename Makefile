@@ -168,6 +168,8 @@ lab: venv host-deps  ## the main job: bring up the lab (LAB_SUITE=bookworm) and 
 	LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $(LAB_SUITE)
 	$(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_up.yml
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
+	@report=$$(ls -td $(LAB_REPORT_DIR)/*/ | head -n1); echo; echo "Validation report: $${report}report.md"; \
+	  grep -m1 -i 'passed' $${report}report.md || true
 
 .PHONY: lab-down
 lab-down: venv  ## tear the lab down

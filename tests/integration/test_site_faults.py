@@ -246,6 +246,8 @@ def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
             "exec", victim, "dpkg-query", "-W", "-f=${Package} ${Version} ${Status}\\n", "libnccl2", "libnccl-dev"
         ).stdout
         assert versions.count("2.21.5-1+cuda12.4 install ok installed") == 2, versions
+        pin = _podman("exec", victim, "cat", "/etc/apt/preferences.d/gpucluster-nccl").stdout
+        assert "2.21.5-1+cuda12.4" in pin and "2.23.4" not in pin, pin
         holds = _podman("exec", victim, "apt-mark", "showhold").stdout.split()
         assert {"libnccl2", "libnccl-dev"} <= set(holds), holds
         other_version = _podman("exec", other, "dpkg-query", "-W", "-f=${Version}", "libnccl2").stdout
