@@ -4,11 +4,11 @@ Each test runs the real site playbook with ansible-playbook against real systemd
 tests/lab/playbooks/lab_up.yml: ibsim + OpenSM on the SM, the lab CUDA mirror, veth fabric interfaces):
 
 1. a bad inventory value fails in the preflight play, before any host changes (hosts compared before/after);
-2. a converge interrupted half-way (SIGINT to ansible-playbook, as Ctrl-C) then re-run completes, and a third run
-   changes nothing;
-3. the CUDA mirror going away mid-run (a blackhole route on one node once the nccl role starts an NCCL change) fails
-   clearly, and leaves that node consistent (dpkg clean, NCCL still the old version and held);
-4. an unreachable node does not stop the others and is reported (recap and validation report).
+2. a converge interrupted half-way (SIGINT to ansible-playbook, as Ctrl-C) then re-run completes (that a further
+   run changes nothing is Molecule scenario site's idempotence step);
+3. an unreachable node does not stop the others and is reported (recap and validation report);
+4. the CUDA mirror going away mid-run (a blackhole route on one node once the nccl role starts an NCCL change) fails
+   clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
 
 Needs podman, the lab image (make images) and the lab mirror (make mirror); `make faults` runs it.
 """
@@ -191,11 +191,32 @@ def test_interrupted_converge_then_rerun_completes(lab):
     assert "PLAY [Validate the fabric]" not in output
     rerun = _playbook(lab["inventory"], "playbooks/site.yml", lab["reports"])
     assert rerun.returncode == 0, rerun.stdout[-6000:]
-    again = _playbook(lab["inventory"], "playbooks/site.yml", lab["reports"])
-    assert again.returncode == 0, again.stdout[-6000:]
-    recap = _recap(again.stdout)
-    assert set(recap) >= {*GPUS, SM}
-    assert all(counts["changed"] == 0 for counts in recap.values()), again.stdout[-6000:]
+
+
+def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):
+    lost = GPUS[1]
+    _podman("stop", "-t", "2", lost)
+    try:
+        runs_before = {p.name for p in lab["reports"].iterdir()} if lab["reports"].exists() else set()
+        proc = _playbook(
+            lab["inventory"], "playbooks/site.yml", lab["reports"], "-e", "gpucluster_max_fail_percentage=50"
+        )
+        output = proc.stdout
+        recap = _recap(output)
+        assert proc.returncode == 4, output[-4000:]  # 4: some hosts were unreachable
+        assert recap[lost]["unreachable"] >= 1
+        for host in (GPUS[0], SM):
+            assert recap[host]["failed"] == 0 and recap[host]["unreachable"] == 0, output[-4000:]
+        assert "PLAY [Validate the fabric]" in output
+        new_runs = sorted({p.name for p in lab["reports"].iterdir()} - runs_before)
+        assert new_runs, "no validation report written"
+        report = json.loads((lab["reports"] / new_runs[-1] / "report.json").read_text())
+        reached = [c for c in report["checks"] if c["host"] == lost and c["check"] == "host.reached"]
+        assert reached and reached[0]["status"] == "failed", report["checks"]
+        mine = [c for c in report["checks"] if c["host"] == GPUS[0]]
+        assert mine and all(c["status"] != "failed" for c in mine), mine
+    finally:
+        _podman("start", lost)
 
 
 def _mirror_gateway():
@@ -254,37 +275,6 @@ def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
         assert other_version == "2.23.4-1+cuda12.6"
     finally:
         _podman("exec", victim, "ip", "route", "del", "blackhole", f"{gateway}/32", check=False)
-    # Back to the inventory's version everywhere once the mirror is back.
-    back = _playbook(
-        lab["inventory"], "playbooks/site.yml", lab["reports"], "-e", '{"nccl_allow_version_change": true}'
-    )
-    assert back.returncode == 0, back.stdout[-6000:]
-
-
-def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):
-    lost = GPUS[1]
-    _podman("stop", "-t", "2", lost)
-    try:
-        runs_before = {p.name for p in lab["reports"].iterdir()} if lab["reports"].exists() else set()
-        proc = _playbook(
-            lab["inventory"], "playbooks/site.yml", lab["reports"], "-e", "gpucluster_max_fail_percentage=50"
-        )
-        output = proc.stdout
-        recap = _recap(output)
-        assert proc.returncode == 4, output[-4000:]  # 4: some hosts were unreachable
-        assert recap[lost]["unreachable"] >= 1
-        for host in (GPUS[0], SM):
-            assert recap[host]["failed"] == 0 and recap[host]["unreachable"] == 0, output[-4000:]
-        assert "PLAY [Validate the fabric]" in output
-        new_runs = sorted({p.name for p in lab["reports"].iterdir()} - runs_before)
-        assert new_runs, "no validation report written"
-        report = json.loads((lab["reports"] / new_runs[-1] / "report.json").read_text())
-        reached = [c for c in report["checks"] if c["host"] == lost and c["check"] == "host.reached"]
-        assert reached and reached[0]["status"] == "failed", report["checks"]
-        mine = [c for c in report["checks"] if c["host"] == GPUS[0]]
-        assert mine and all(c["status"] != "failed" for c in mine), mine
-    finally:
-        _podman("start", lost)
 
 
 if __name__ == "__main__":  # pragma: no cover

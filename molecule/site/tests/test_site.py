@@ -51,7 +51,7 @@ def test_opensm_master_with_tenant_partition(name):
     host = RUNNER.get_host(name)
     sm_guid = _guid(_vars(name)["fabric_port_guids"][0])
     assert host.service(f"opensm@{sm_guid}.service").is_running
-    env = f"LD_PRELOAD={UMAD2SIM} SIM_HOST=H-{sm_guid[2:]} IBSIM_SERVER_NAME=127.0.0.1"
+    env = f"cd /var/tmp && LD_PRELOAD={UMAD2SIM} SIM_HOST=H-{sm_guid[2:]}"
     assert "SMINFO_MASTER" in host.check_output(f"{env} sminfo")
     partitions = host.file("/etc/opensm/partitions.conf").content_string
     for gpu in GPU_NODES:

@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""Lab only: keep a sysfs-shaped view of this node's simulated HCA port up to date (not shipped).
+"""Lab only: keep a sysfs-shaped view of the GPU nodes' simulated HCA ports up to date (not shipped).
 
 A lab GPU node is a container on a kernel without RDMA, so /sys/class/infiniband is empty. Its "HCA" is a port of the
 ibsim fabric that real OpenSM (on the lab's subnet manager) configures. libumad2sim, when a process first looks at
 /sys/class/infiniband, asks ibsim for the attached port's NodeInfo, PortInfo and P_Key table and writes them as a
-sysfs tree under ./sys-<pid> (state, phys_state, rate, lid, sm_lid, gids, pkeys), removed again at exit. This loop
-starts such a process every --interval seconds and copies that tree to <dest>/sys/class/infiniband (atomic rename),
-so role fabric_validate (fabric_validate_sysfs_root=<dest>) judges what the simulated fabric really reports: a port
-stays INIT until OpenSM has swept it, and becomes ACTIVE with a LID and the SM's LID afterwards.
-<dest>/sys/class/net and <dest>/sys/module link to the node's real /sys entries.
+sysfs tree under ./sys-<pid> (state, phys_state, rate, lid, sm_lid, gids, pkeys), removed again at exit.
 
-Environment (from the unit): LD_PRELOAD is NOT set for this loop; the child gets it. SIM_HOST names the node's
-simulated HCA (H-<port GUID>), IBSIM_SERVER_NAME the subnet manager host that runs ibsim in remote mode.
+This loop runs on the subnet manager, next to ibsim (ibsim's remote mode, which would let the GPU node containers
+attach themselves, panicked or crashed its clients in our runs): every --interval seconds, for each
+--port NAME=SIM_HOST it starts such a process attached to that HCA and moves the tree to <dest>/NAME/infiniband
+(atomic rename). <dest>/NAME is bind-mounted read-only into GPU node NAME, where role fabric_validate reads it
+(fabric_validate_sysfs_root). A port reads INIT until OpenSM has swept it and ACTIVE, with a LID and the SM's LID,
+afterwards.
 """
 
 import argparse
@@ -33,47 +33,57 @@ shutil.copytree(src, sys.argv[1], symlinks=True)
 """
 
 
-def snapshot(dest, timeout):
-    sys_dir = os.path.join(dest, "sys")
-    class_dir = os.path.join(sys_dir, "class")
-    os.makedirs(class_dir, exist_ok=True)
-    for name, target in (("net", "/sys/class/net"), (os.path.join("..", "module"), "/sys/module")):
-        link = os.path.normpath(os.path.join(class_dir, name))
-        if not os.path.islink(link):
-            os.symlink(target, link)
-    work = tempfile.mkdtemp(prefix="snap-", dir=dest)
-    staged = os.path.join(work, "infiniband")
-    env = dict(os.environ, LD_PRELOAD=UMAD2SIM)
+def snapshot(dest, name, sim_host, timeout):
+    """One view: <dest>/<name>/infiniband, a symbolic link swapped atomically to the newest tree (the one before it
+    is kept until the next swap, so a reader that is walking it never sees it disappear)."""
+    node_dir = os.path.join(dest, name)
+    os.makedirs(node_dir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".snap-", dir=node_dir)
+    env = dict(os.environ, LD_PRELOAD=UMAD2SIM, SIM_HOST=sim_host)
     try:
         subprocess.run(
-            [sys.executable, "-c", CHILD, staged], cwd=work, env=env, check=True, timeout=timeout, capture_output=True
+            [sys.executable, "-c", CHILD, os.path.join(work, "infiniband")],
+            cwd=work,
+            env=env,
+            check=True,
+            timeout=timeout,
+            capture_output=True,
         )
-        final = os.path.join(class_dir, "infiniband")
-        old = final + ".old"
-        if os.path.isdir(final):
-            os.rename(final, old)
-        os.rename(staged, final)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
+    except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        raise
+    final = os.path.join(node_dir, "infiniband")
+    previous = os.readlink(final).split("/")[0] if os.path.islink(final) else None
+    link = os.path.join(node_dir, ".infiniband.new")
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(os.path.basename(work) + "/infiniband", link)
+    os.replace(link, final)
+    for entry in os.listdir(node_dir):
+        if entry.startswith(".snap-") and entry not in (os.path.basename(work), previous):
+            shutil.rmtree(os.path.join(node_dir, entry), ignore_errors=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dest", default="/run/gpucluster-lab/sysfs")
+    parser.add_argument("--dest", required=True, help="directory holding one view per node")
+    parser.add_argument("--port", action="append", default=[], metavar="NAME=SIM_HOST", help="node name and HCA")
     parser.add_argument("--interval", type=float, default=2.0)
-    parser.add_argument("--once", action="store_true", help="take one snapshot and exit")
+    parser.add_argument("--once", action="store_true", help="take one snapshot of each port and exit")
     args = parser.parse_args()
-    os.makedirs(args.dest, exist_ok=True)
+    ports = [item.split("=", 1) for item in args.port]
+    if not ports or any(len(pair) != 2 or not all(pair) for pair in ports):
+        parser.error("give at least one --port NAME=SIM_HOST")
+    failed = False
     while True:
-        try:
-            snapshot(args.dest, timeout=30)
-        except (subprocess.SubprocessError, OSError) as exc:
-            print(f"snapshot failed: {exc}", file=sys.stderr, flush=True)
-            if args.once:
-                return 1
+        for name, sim_host in ports:
+            try:
+                snapshot(args.dest, name, sim_host, timeout=30)
+            except (subprocess.SubprocessError, OSError) as exc:
+                failed = True
+                print(f"{name} ({sim_host}): snapshot failed: {exc}", file=sys.stderr, flush=True)
         if args.once:
-            return 0
+            return 1 if failed else 0
         time.sleep(args.interval)
 
 
