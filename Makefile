@@ -156,8 +156,33 @@ sanity: build  ## ansible-test sanity + units on the built collection installed 
 	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test sanity --python 3.11 --color no
 	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test units --venv --python 3.11 --color no
 
+# Version matrix (README "Support matrix"): unit tests, the rdma_core scenario and the tarball smoke test on the oldest
+# ansible-core meta/runtime.yml claims (its own venv, from a complete lock) and on the newest (the main venv).
+MATRIX_OLDEST_CORE := 2.19.0
+MATRIX_OLDEST_VENV := $(ROOT)/.venv-core-$(MATRIX_OLDEST_CORE)
+MATRIX_OUT := $(ROOT)/.build/matrix
+
+$(MATRIX_OLDEST_VENV)/.stamp: tests/lab/matrix/core-$(MATRIX_OLDEST_CORE).txt
+	rm -rf $(MATRIX_OLDEST_VENV) && $(PYTHON) -m venv $(MATRIX_OLDEST_VENV)
+	$(MATRIX_OLDEST_VENV)/bin/pip install --quiet --no-deps -r $<
+	touch $@
+
+.PHONY: matrix
+matrix: venv images build $(MATRIX_OLDEST_VENV)/.stamp  ## unit + rdma_core + tarball smoke on the oldest and newest ansible-core; checks the README matrix
+	$(BIN)/python tests/lab/matrix/matrix.py run --out $(MATRIX_OUT) --tarball $(TARBALL) --jobs $(MOLECULE_JOBS) \
+	  --suites $(LAB_SUITES) --venv $(MATRIX_OLDEST_VENV) --venv $(VENV)
+	$(BIN)/python tests/lab/matrix/matrix.py readme --check $(MATRIX_OUT)/results.json README.md
+
+.PHONY: support-matrix
+support-matrix: venv  ## write the README support matrix from the last `make matrix` results
+	$(BIN)/python tests/lab/matrix/matrix.py readme --write $(MATRIX_OUT)/results.json README.md
+
+.PHONY: tarball-smoke
+tarball-smoke: venv images build  ## install the built tarball into a clean path; run FQCN roles and playbooks from it
+	tests/lab/tarball-smoke/run.sh $(VENV) $(TARBALL) $(ROOT)/.build/tarball-smoke $(LAB_SUITES)
+
 .PHONY: test
-test: host-deps venv images lint unit build sanity molecule  ## the full test suite (what CI runs)
+test: host-deps venv images lint unit build sanity molecule matrix  ## the full test suite (what CI runs)
 	@echo "make test: all passed"
 
 .PHONY: lab
@@ -176,5 +201,5 @@ lab-down: venv  ## tear the lab down
 	$(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_down.yml
 
 .PHONY: clean
-clean:  ## remove the venv and build outputs (lab images stay cached in podman)
-	rm -rf $(VENV) $(ROOT)/.build
+clean:  ## remove the venvs and build outputs (lab images stay cached in podman)
+	rm -rf $(VENV) $(MATRIX_OLDEST_VENV) $(ROOT)/.build

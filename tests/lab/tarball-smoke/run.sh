@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# What a user gets from the built tarball: install it with ansible-galaxy into a clean path, then run a playbook that
+# uses the collection's roles by FQCN and imports its playbook gpucluster.fabric.rdma, against one systemd lab
+# container per suite. Nothing from the checkout is on any Ansible search path: ANSIBLE_COLLECTIONS_PATH is the clean
+# path alone, no roles path, no ansible.cfg, its own ANSIBLE_HOME, and the playbook runs from the clean directory.
+#
+#   run.sh <venv> <tarball> <out dir> <suite>...
+#
+# Writes <out dir>/targets/<container>.json (the facts of each target it ran on) and <out dir>/smoke.log.
+set -euo pipefail
+
+venv=$(realpath "${1:?usage: run.sh <venv> <tarball> <out dir> <suite>...}")
+tarball=$(realpath "${2:?tarball}")
+out=${3:?out dir}
+shift 3
+(($#)) || { echo "run.sh: name at least one lab suite" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+mkdir -p "$out" && out=$(realpath "$out")
+
+core=$("$venv/bin/python" -c 'import ansible.release; print(ansible.release.__version__)')
+# Outside the checkout, one per checkout and core, so that parallel runs never share it.
+work=${TMPDIR:-/tmp}/gpucluster-fabric-tarball-smoke-$(echo "$root" | md5sum | cut -c1-8)-core$core
+read -r nofile nproc < <("$root/tests/lab/container-ulimits.sh")
+memlock=${LAB_MEMLOCK_KIB:-$("$root/tests/lab/memlock-kib.sh")}
+
+containers=()
+cleanup() { ((${#containers[@]})) && podman rm -f "${containers[@]}" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+# A clean Ansible environment: drop every ANSIBLE_* the caller (e.g. the Makefile) exported.
+while read -r name; do unset "$name"; done < <(compgen -e | grep '^ANSIBLE_' || true)
+export ANSIBLE_HOME=$work/home ANSIBLE_COLLECTIONS_PATH=$work/collections
+rm -rf "$work" && mkdir -p "$work/home" "$work/collections" "$work/empty" "$work/play" "$out/targets"
+rm -f "$out"/targets/*.json
+
+"$venv/bin/ansible-galaxy" collection install --no-deps -p "$work/collections" "$tarball"
+# The installed files are the tarball's (FILES.json checksums), and they are the only gpucluster.fabric visible.
+"$venv/bin/ansible-galaxy" collection verify --offline gpucluster.fabric
+"$venv/bin/ansible-galaxy" collection list gpucluster.fabric --format json >"$work/list.json"
+"$venv/bin/python" - "$work/list.json" "$work/collections/ansible_collections" <<'PY'
+import json, sys
+found = {path: cols for path, cols in json.load(open(sys.argv[1])).items() if "gpucluster.fabric" in cols}
+if list(found) != [sys.argv[2]]:
+    sys.exit(f"gpucluster.fabric must be found only in {sys.argv[2]}, found in: {sorted(found)}")
+PY
+
+cp "$here/smoke.yml" "$work/play/smoke.yml"
+inventory=$work/play/inventory.yml
+printf 'all:\n  children:\n    gpu_nodes:\n      hosts:\n' >"$inventory"
+for suite in "$@"; do
+  image=$(LAB_IMAGE_REPO=${LAB_IMAGE_REPO:-localhost/gpucluster-lab} "$root/tests/lab/images/build-image.sh" "$suite" |
+    sed -n 's/^lab image \([^ ]*\) \(is current\|built\).*/\1/p')
+  [[ -n "$image" ]] || { echo "run.sh: no lab image for $suite" >&2; exit 1; }
+  name=tarball-smoke-$suite-core$core
+  podman rm -f "$name" >/dev/null 2>&1 || true
+  containers+=("$name")
+  podman run -d --name "$name" --hostname "$name" --privileged --systemd always \
+    --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" "$image" /sbin/init >/dev/null
+  printf '        %s:\n          smoke_suite: %s\n' "$name" "$suite" >>"$inventory"
+done
+cat >>"$inventory" <<EOF
+      vars:
+        ansible_connection: containers.podman.podman
+        ansible_python_interpreter: auto_silent
+        rdma_core_memlock: "$memlock"
+        smoke_facts_dir: $out/targets
+EOF
+# systemd's bus appears a moment after the container starts; then --wait waits for the boot to finish.
+for name in "${containers[@]}"; do
+  state=
+  for _ in $(seq 120); do
+    state=$(podman exec "$name" systemctl is-system-running --wait 2>/dev/null || true)
+    [[ "$state" == running || "$state" == degraded ]] && break
+    sleep 1
+  done
+  [[ "$state" == running || "$state" == degraded ]] || { echo "run.sh: $name did not boot ($state)" >&2; exit 1; }
+done
+
+cd "$work/play"
+# The check must be able to fail: without the clean path, the same playbook cannot even be parsed.
+if ANSIBLE_COLLECTIONS_PATH=$work/empty "$venv/bin/ansible-playbook" -i inventory.yml --syntax-check smoke.yml \
+  >"$work/negative.log" 2>&1; then
+  echo "run.sh: smoke.yml parsed without the installed collection; the check proves nothing" >&2
+  cat "$work/negative.log" >&2
+  exit 1
+fi
+grep -q "gpucluster.fabric" "$work/negative.log" || { cat "$work/negative.log" >&2; exit 1; }
+
+"$venv/bin/ansible-playbook" -i inventory.yml smoke.yml
+echo "tarball smoke: ansible-core $core, $(ls "$out/targets" | wc -l) target(s): $*"
