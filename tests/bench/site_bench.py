@@ -279,6 +279,7 @@ def run_blog(nodes, mirror_base, workdir, run):
         with open(os.path.join(workdir, f"blog-{run}-{node}.log"), "w") as f:
             f.write(proc.stdout + proc.stderr)
         failed = [line.split(": ", 2)[2] for line in proc.stderr.splitlines() if line.startswith("blog_setup: FAILED")]
+        failed = [command for command in failed if command != ". /tmp/blog_setup.sh"]  # the wrapper, not the blog
         return proc.returncode, failed
 
     load_before = os.getloadavg()[0]
