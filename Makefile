@@ -205,6 +205,11 @@ lab: venv host-deps  ## the main job: bring up the lab (LAB_SUITE=bookworm) and 
 lab-down: venv  ## tear the lab down
 	$(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_down.yml
 
+.PHONY: bench-site
+bench-site: venv host-deps mirror  ## benchmark site.yml against the blog's script on 1-32 lab nodes (BENCH_ARGS=...)
+	LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $(LAB_SUITE)
+	$(BIN)/python tests/bench/site_bench.py $(BENCH_ARGS)
+
 .PHONY: clean
 clean:  ## remove the venvs and build outputs (lab images stay cached in podman)
 	rm -rf $(VENV) $(MATRIX_OLDEST_VENV) $(ROOT)/.build
