@@ -187,3 +187,19 @@ def test_outliers_below_fraction_of_median():
     assert result == {"a": "passed", "b": "passed", "c": "passed", "d": "failed"}
     few = outlier_checks(checks[:2], THRESHOLDS)
     assert {c["status"] for c in few} == {"skipped"}
+
+
+def test_host_that_only_served_is_skipped_with_what_it_served(fixture_text):
+    # Two hosts: one pair, vm2 serves and vm1's client run is judged. vm2 had a peer: it must not say otherwise.
+    served = [{"test": "ib_write_bw", "peer": "vm1", "rc": 0, "output": fixture_text(BW_CLIENT)}]
+    hosts = {
+        "vm1": {"ib": _ib("vm1"), "rdma": [{"test": "ib_write_bw", "peer": "vm2", "output": fixture_text(BW_CLIENT)}]},
+        "vm2": {"ib": _ib("vm2"), "rdma": [], "rdma_served": served},
+        "vm3": {"ib": _ib("vm2"), "rdma": []},
+    }
+    result = evaluate(hosts, _config(["rdma"], ib_write_bw_fraction_of_rate=0.05))
+    assert _by(result, "vm1", "ib_write_bw[vm2]")["status"] == "passed"
+    check = _by(result, "vm2", "rdma")
+    assert check["status"] == "skipped"
+    assert check["message"] == "skipped: served ib_write_bw for vm1; judged on the client"
+    assert _by(result, "vm3", "rdma")["message"] == "skipped: no peer to test against"
