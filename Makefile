@@ -138,7 +138,7 @@ sanity: build  ## ansible-test sanity + units on the built collection installed 
 	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test units --venv --python 3.11 --color no
 
 .PHONY: test
-test: host-deps venv images lint unit build sanity molecule  ## the full test suite (what CI runs)
+test: host-deps venv images lint unit build sanity molecule kernel-lab-reduced  ## the full test suite (what CI runs)
 	@echo "make test: all passed"
 
 .PHONY: lab
