@@ -203,3 +203,24 @@ def test_host_that_only_served_is_skipped_with_what_it_served(fixture_text):
     assert check["status"] == "skipped"
     assert check["message"] == "skipped: served ib_write_bw for vm1; judged on the client"
     assert _by(result, "vm3", "rdma")["message"] == "skipped: no peer to test against"
+
+
+def test_kernel_lab_report_is_reproduced_from_its_recorded_data():
+    # The report fabric_validate wrote on the kernel lab's VMs (real rxe0, live perftest at host load ~21, the
+    # scenario's first thresholds): judging its recorded host data again gives the same checks, the bandwidth gate
+    # failing at 0.009352 < 0.01 Gb/s.
+    import json
+
+    report = json.loads(
+        (FIXTURES / "softroce-qemu" / "fabric_validate" / "report_load21_bw_gate_failed.json").read_text()
+    )
+    result = evaluate(
+        report["hosts"],
+        {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
+    )
+    assert result["checks"] == report["checks"]
+    assert result["summary"] == report["summary"] == {"passed": 15, "failed": 1, "skipped": 7, "total": 23}
+    bw = _by(result, "vm1", "ib_write_bw[vm2]")
+    assert (bw["status"], bw["measured"], bw["threshold"]) == ("failed", 0.009352, 0.01)
+    assert _by(result, "vm1", "port.state[rxe0/1]")["measured"] == "ACTIVE/LinkUp"
+    assert "from ibv_devinfo" in _by(result, "vm2", "port.active_mtu[rxe0/1]")["message"]
