@@ -224,3 +224,24 @@ def test_kernel_lab_report_is_reproduced_from_its_recorded_data():
     assert (bw["status"], bw["measured"], bw["threshold"]) == ("failed", 0.009352, 0.01)
     assert _by(result, "vm1", "port.state[rxe0/1]")["measured"] == "ACTIVE/LinkUp"
     assert "from ibv_devinfo" in _by(result, "vm2", "port.active_mtu[rxe0/1]")["message"]
+
+
+def test_kernel_lab_passing_report_is_reproduced_from_its_recorded_data():
+    # The converge that passed (thresholds 0.001 x rate and 50 ms, host load ~28): live numbers above zero.
+    import json
+
+    report = json.loads((FIXTURES / "softroce-qemu" / "fabric_validate" / "report_load28_passed.json").read_text())
+    result = evaluate(
+        report["hosts"],
+        {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
+    )
+    assert result["checks"] == report["checks"]
+    assert result["summary"] == {"passed": 16, "failed": 0, "skipped": 7, "total": 23}
+    assert _by(result, "vm1", "ib_write_bw[vm2]")["measured"] == 0.021588
+    assert _by(result, "vm1", "ib_write_lat[vm2]")["measured"] == 3805.52
+    assert (
+        _by(result, "vm2", "rdma")["message"]
+        == "skipped: served ib_write_bw for vm1, ib_write_lat for vm1; judged on the client"
+    )
+    # The role now joins stdout and stderr with a real newline.
+    assert report["hosts"]["vm1"]["rdma"][0]["output"].endswith("-\n")
