@@ -187,7 +187,7 @@ tarball-smoke: venv images build  ## install the built tarball into a clean path
 	tests/lab/tarball-smoke/run.sh $(VENV) $(TARBALL) $(ROOT)/.build/tarball-smoke $(LAB_SUITES)
 
 .PHONY: test
-test: host-deps venv images lint unit build sanity molecule matrix  ## the full test suite (what CI runs)
+test: host-deps venv images lint unit build sanity molecule matrix kernel-lab-reduced  ## the full test suite (what CI runs)
 	@echo "make test: all passed"
 
 .PHONY: lab

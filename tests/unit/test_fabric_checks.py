@@ -221,3 +221,61 @@ def test_unreached_host_is_a_failed_check():
     assert check["status"] == "failed"
     assert "not validated" in check["message"]
     assert result["summary"]["failed"] == 1
+
+
+def test_host_that_only_served_is_skipped_with_what_it_served(fixture_text):
+    # Two hosts: one pair, vm2 serves and vm1's client run is judged. vm2 had a peer: it must not say otherwise.
+    served = [{"test": "ib_write_bw", "peer": "vm1", "rc": 0, "output": fixture_text(BW_CLIENT)}]
+    hosts = {
+        "vm1": {"ib": _ib("vm1"), "rdma": [{"test": "ib_write_bw", "peer": "vm2", "output": fixture_text(BW_CLIENT)}]},
+        "vm2": {"ib": _ib("vm2"), "rdma": [], "rdma_served": served},
+        "vm3": {"ib": _ib("vm2"), "rdma": []},
+    }
+    result = evaluate(hosts, _config(["rdma"], ib_write_bw_fraction_of_rate=0.05))
+    assert _by(result, "vm1", "ib_write_bw[vm2]")["status"] == "passed"
+    check = _by(result, "vm2", "rdma")
+    assert check["status"] == "skipped"
+    assert check["message"] == "skipped: served ib_write_bw for vm1; judged on the client"
+    assert _by(result, "vm3", "rdma")["message"] == "skipped: no peer to test against"
+
+
+def test_kernel_lab_report_is_reproduced_from_its_recorded_data():
+    # The report fabric_validate wrote on the kernel lab's VMs (real rxe0, live perftest at host load ~21, the
+    # scenario's first thresholds): judging its recorded host data again gives the same checks, the bandwidth gate
+    # failing at 0.009352 < 0.01 Gb/s.
+    import json
+
+    report = json.loads(
+        (FIXTURES / "softroce-qemu" / "fabric_validate" / "report_load21_bw_gate_failed.json").read_text()
+    )
+    result = evaluate(
+        report["hosts"],
+        {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
+    )
+    assert result["checks"] == report["checks"]
+    assert result["summary"] == report["summary"] == {"passed": 15, "failed": 1, "skipped": 7, "total": 23}
+    bw = _by(result, "vm1", "ib_write_bw[vm2]")
+    assert (bw["status"], bw["measured"], bw["threshold"]) == ("failed", 0.009352, 0.01)
+    assert _by(result, "vm1", "port.state[rxe0/1]")["measured"] == "ACTIVE/LinkUp"
+    assert "from ibv_devinfo" in _by(result, "vm2", "port.active_mtu[rxe0/1]")["message"]
+
+
+def test_kernel_lab_passing_report_is_reproduced_from_its_recorded_data():
+    # The converge that passed (thresholds 0.001 x rate and 50 ms, host load ~28): live numbers above zero.
+    import json
+
+    report = json.loads((FIXTURES / "softroce-qemu" / "fabric_validate" / "report_load28_passed.json").read_text())
+    result = evaluate(
+        report["hosts"],
+        {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
+    )
+    assert result["checks"] == report["checks"]
+    assert result["summary"] == {"passed": 16, "failed": 0, "skipped": 7, "total": 23}
+    assert _by(result, "vm1", "ib_write_bw[vm2]")["measured"] == 0.021588
+    assert _by(result, "vm1", "ib_write_lat[vm2]")["measured"] == 3805.52
+    assert (
+        _by(result, "vm2", "rdma")["message"]
+        == "skipped: served ib_write_bw for vm1, ib_write_lat for vm1; judged on the client"
+    )
+    # The role now joins stdout and stderr with a real newline.
+    assert report["hosts"]["vm1"]["rdma"][0]["output"].endswith("-\n")

@@ -91,3 +91,52 @@ def test_mb_per_sec_output_is_not_compared_with_gbits(fixture_text):
     summary = summarize_perftest(parsed)
     assert summary["ok"] is False
     assert "--report_gbits" in summary["errors"][0]
+
+
+# Captured by fabric_validate itself in the kernel lab (molecule/kernel_softroce converge, RDMA-CM -R over eth1,
+# host load average ~21): both ends of the role's ib_write_bw and ib_write_lat runs.
+ROLE_RUN = "softroce-qemu/fabric_validate/"
+
+
+@pytest.mark.parametrize("side", ["client_vm1", "server_vm2"])
+def test_role_captured_ib_write_bw(fixture_text, side):
+    parsed = parse_perftest(fixture_text(f"{ROLE_RUN}ib_write_bw_{side}.txt"))
+    assert parsed["ok"] is True, parsed["errors"]
+    assert (parsed["kind"], parsed["bw_unit"]) == ("bw", "Gb/sec")
+    assert parsed["settings"]["rdma_cm QPs"] == "ON"
+    assert parsed["settings"]["Data ex. method"] == "rdma_cm"
+    assert parsed["settings"]["GID index"] == "1"
+    assert parsed["results"] == [
+        {
+            "bytes": 65536,
+            "iterations": 1000,
+            "bw_peak_gbps": 0.026303,
+            "bw_avg_gbps": 0.009352,
+            "msg_rate_mpps": 0.000018,
+        }
+    ]
+    assert summarize_perftest(parsed) == {
+        "ok": True,
+        "kind": "bw",
+        "bytes": 65536,
+        "bw_avg_gbps": 0.009352,
+        "bw_peak_gbps": 0.026303,
+    }
+
+
+@pytest.mark.parametrize(
+    ("side", "typical", "p99"), [("client_vm1", 4290.91, 20597.30), ("server_vm2", 4417.04, 19605.26)]
+)
+def test_role_captured_ib_write_lat(fixture_text, side, typical, p99):
+    parsed = parse_perftest(fixture_text(f"{ROLE_RUN}ib_write_lat_{side}.txt"))
+    assert parsed["ok"] is True, parsed["errors"]
+    assert parsed["kind"] == "lat"
+    assert parsed["settings"]["Data ex. method"] == "rdma_cm"
+    summary = summarize_perftest(parsed)
+    assert (summary["bytes"], summary["t_typical_usec"], summary["p99_usec"]) == (2, typical, p99)
+
+
+def test_server_banner_lines_are_not_errors(fixture_text):
+    # "Waiting for client rdma_cm QP to connect" / "Please run the same command with the IB/RoCE interface IP"
+    parsed = parse_perftest(fixture_text(f"{ROLE_RUN}ib_write_bw_server_vm2.txt"))
+    assert parsed["errors"] == []
