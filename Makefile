@@ -13,8 +13,10 @@ COLLECTIONS := $(ROOT)/.build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/gpucluster/fabric
 LAB_SUITES ?= bookworm bullseye
 LAB_IMAGE_REPO ?= localhost/gpucluster-lab
-# Molecule scenarios run on the container lab images; kernel_* scenarios need qemu (make kernel-lab).
-SCENARIOS ?= $(sort $(filter-out kernel_%,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
+# Molecule scenarios run on the container lab images; kernel_* scenarios need qemu (make kernel-lab). The site
+# scenario and the fault tests (make site-tests) are not yet in `make test`: neither has had a green run on this
+# machine yet (see README, "The lab").
+SCENARIOS ?= $(sort $(filter-out kernel_% site,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
@@ -92,6 +94,11 @@ molecule: venv images mirror  ## every container scenario on every lab suite (SC
 # Fault tests (tests/integration/test_site_faults.py): site.yml on a lab of its own (fault-* containers) —
 # bad inventory, interrupted converge, mirror lost mid-run, unreachable node. One more job of `make molecule`.
 FAULTS_SUITE ?= $(firstword $(LAB_SUITES))
+.PHONY: site-tests
+site-tests: venv images mirror  ## the site scenario and the fault tests, in parallel (not yet part of `make test`)
+	rm -rf $(MOLECULE_LOGS) && mkdir -p $(MOLECULE_LOGS)
+	$(MAKE) --no-print-directory -k -j2 faults-run molecule-run/site/$(firstword $(LAB_SUITES))
+
 .PHONY: faults
 faults: venv images mirror  ## fault tests of the site playbook on a lab of its own (FAULTS_SUITE=bookworm)
 	@mkdir -p $(MOLECULE_LOGS)
