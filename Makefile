@@ -14,8 +14,7 @@ COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/gpucluster/fabric
 LAB_SUITES ?= bookworm bullseye
 LAB_IMAGE_REPO ?= localhost/gpucluster-lab
 # Molecule scenarios run on the container lab images; kernel_* scenarios need qemu (make kernel-lab). The site
-# scenario and the fault tests (make site-tests) are not yet in `make test`: neither has had a green run on this
-# machine yet (see README, "The lab").
+# scenario and the fault tests (make site-tests) are not yet in `make test` (see README, "The lab").
 SCENARIOS ?= $(sort $(filter-out kernel_% site,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 
 export PATH := $(BIN):$(PATH)
