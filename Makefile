@@ -13,9 +13,13 @@ COLLECTIONS := $(ROOT)/.build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/gpucluster/fabric
 LAB_SUITES ?= bookworm bullseye
 LAB_IMAGE_REPO ?= localhost/gpucluster-lab
-# Molecule scenarios run on the container lab images; kernel_* scenarios need qemu (make kernel-lab). The site
-# scenario and the fault tests (make site-tests) are not yet in `make test` (see README, "The lab").
-SCENARIOS ?= $(sort $(filter-out kernel_% site,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
+# Molecule scenarios run on the container lab images; kernel_* scenarios need qemu (make kernel-lab).
+SCENARIOS ?= $(sort $(filter-out kernel_%,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
+# Within CI's 90 minutes on two cores, `make test` runs each role's scenario on the first suite, and scenario `site`
+# (every role, end to end, on a three-container lab) on the last: each suite sees every role. The fault tests run on
+# the first. `make molecule-all` runs every scenario on every suite.
+ROLE_SUITES ?= $(firstword $(LAB_SUITES))
+SITE_SUITES ?= $(lastword $(LAB_SUITES))
 
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
@@ -73,12 +77,9 @@ unit: venv  ## pytest unit tests for plugins and module_utils
 # MOLECULE_JOBS of them can run at once; each job's output goes to .build/molecule-logs/ and is shown on failure.
 MOLECULE_JOBS ?= 4
 MOLECULE_LOGS := $(ROOT)/.build/molecule-logs
-# The site scenario (the whole collection on a three-container lab) runs on the first suite only in `make test`;
-# `make molecule SCENARIOS=site LAB_SUITES=bullseye` runs it on another.
-SINGLE_SUITE_SCENARIOS ?= site
-# The longest jobs come first, so that they do not start last.
-MOLECULE_RUNS := $(foreach scenario,$(filter $(SINGLE_SUITE_SCENARIOS),$(SCENARIOS)),molecule-run/$(scenario)/$(firstword $(LAB_SUITES))) \
-  $(foreach scenario,$(filter-out $(SINGLE_SUITE_SCENARIOS),$(SCENARIOS)),$(foreach suite,$(LAB_SUITES),molecule-run/$(scenario)/$(suite)))
+# The longest jobs (the site scenario, the fault tests) come first, so that they do not start last.
+MOLECULE_RUNS := $(foreach suite,$(SITE_SUITES),$(if $(filter site,$(SCENARIOS)),molecule-run/site/$(suite))) \
+  $(foreach scenario,$(filter-out site,$(SCENARIOS)),$(foreach suite,$(ROLE_SUITES),molecule-run/$(scenario)/$(suite)))
 
 # The lab CUDA apt mirror (tests/lab/mirror) is built once here (cached by recipe); scenarios' prepare starts it too.
 .PHONY: mirror
@@ -86,17 +87,21 @@ mirror: venv host-deps  ## build (cached) and serve the lab CUDA apt mirror
 	tests/lab/mirror/mirror.sh start
 
 .PHONY: molecule
-molecule: venv images mirror  ## every container scenario on every lab suite (SCENARIOS=..., LAB_SUITES=..., MOLECULE_JOBS=...)
+molecule: venv images mirror  ## container scenarios and fault tests (SCENARIOS=..., ROLE_SUITES=..., SITE_SUITES=..., MOLECULE_JOBS=...)
 	rm -rf $(MOLECULE_LOGS) && mkdir -p $(MOLECULE_LOGS)
 	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) $(if $(filter site,$(SCENARIOS)),faults-run) $(MOLECULE_RUNS)
+
+.PHONY: molecule-all
+molecule-all:  ## every container scenario on every lab suite, and the fault tests (longer than CI allows)
+	$(MAKE) --no-print-directory molecule ROLE_SUITES="$(LAB_SUITES)" SITE_SUITES="$(LAB_SUITES)"
 
 # Fault tests (tests/integration/test_site_faults.py): site.yml on a lab of its own (fault-* containers) —
 # bad inventory, interrupted converge, mirror lost mid-run, unreachable node. One more job of `make molecule`.
 FAULTS_SUITE ?= $(firstword $(LAB_SUITES))
 .PHONY: site-tests
-site-tests: venv images mirror  ## the site scenario and the fault tests, in parallel (not yet part of `make test`)
+site-tests: venv images mirror  ## the site scenario (SITE_SUITES) and the fault tests, in parallel
 	rm -rf $(MOLECULE_LOGS) && mkdir -p $(MOLECULE_LOGS)
-	$(MAKE) --no-print-directory -k -j2 faults-run molecule-run/site/$(firstword $(LAB_SUITES))
+	$(MAKE) --no-print-directory -k -j2 faults-run $(foreach suite,$(SITE_SUITES),molecule-run/site/$(suite))
 
 .PHONY: faults
 faults: venv images mirror  ## fault tests of the site playbook on a lab of its own (FAULTS_SUITE=bookworm)
@@ -114,7 +119,7 @@ faults-run:
 	  tail -n 150 $$log; exit 1; \
 	fi
 
-$(MOLECULE_RUNS): molecule-run/%:
+molecule-run/%:
 	@scenario=$(word 1,$(subst /, ,$*)); suite=$(word 2,$(subst /, ,$*)); \
 	log=$(MOLECULE_LOGS)/$$scenario-$$suite.log; start=$$(date +%s); \
 	echo "START molecule test -s $$scenario on $$suite"; \
@@ -140,15 +145,19 @@ kernel-lab: venv  ## real-kernel lab: kernel_* scenarios on qemu VMs (Debian ker
 kernel-lab-reduced: venv  ## kernel lab without syntax/idempotence (data path and reboot checks kept)
 	tests/lab/setup-host.sh --kernel-lab
 	for scenario in $(KERNEL_SCENARIOS); do \
+	  start=$$(date +%s); echo "START kernel lab (reduced) -s $$scenario"; \
 	  rc=0; $(BIN)/molecule create -s $$scenario && $(BIN)/molecule converge -s $$scenario \
 	    && $(BIN)/molecule verify -s $$scenario || rc=$$?; \
-	  $(BIN)/molecule destroy -s $$scenario; [ $$rc -eq 0 ] || exit $$rc; \
+	  $(BIN)/molecule destroy -s $$scenario; \
+	  echo "$$([ $$rc -eq 0 ] && echo PASS || echo FAIL)  kernel lab (reduced) -s $$scenario ($$(( $$(date +%s) - start )) s)"; \
+	  [ $$rc -eq 0 ] || exit $$rc; \
 	done
 
 .PHONY: build
 build: venv  ## build the collection tarball
 	$(BIN)/ansible-galaxy collection build --force --output-path $(ROOT)/.build
 
+TEST_START := $(shell date +%s)
 VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 TARBALL := $(ROOT)/.build/gpucluster-fabric-$(VERSION).tar.gz
 # Outside the git checkout: ansible-test inside a git work tree only sees files git tracks there.
@@ -193,8 +202,8 @@ tarball-smoke: venv images build  ## install the built tarball into a clean path
 	tests/lab/tarball-smoke/run.sh $(VENV) $(TARBALL) $(ROOT)/.build/tarball-smoke $(LAB_SUITES)
 
 .PHONY: test
-test: host-deps venv images lint unit build sanity molecule matrix kernel-lab-reduced  ## the full test suite (what CI runs)
-	@echo "make test: all passed"
+test: host-deps venv images lint unit build sanity molecule matrix kernel-lab-reduced  ## the test suite (what CI runs)
+	@echo "make test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
 
 .PHONY: lab
 LAB_SUITE ?= bookworm
