@@ -6,12 +6,19 @@ import re
 from pathlib import Path
 
 import pytest
+import testinfra
 import testinfra.utils.ansible_runner
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
 GPU_NODES = RUNNER.get_hosts("gpu_nodes")
 SUBNET_MANAGERS = RUNNER.get_hosts("subnet_managers")
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+
+
+def _host(name):
+    # The lab inventory names its connection containers.podman.podman, which testinfra's Ansible inventory reader
+    # does not map to a backend; the inventory host name is the container's name.
+    return testinfra.get_host(f"podman://{name}")
 
 
 def _vars(name):
@@ -24,7 +31,7 @@ def _guid(text):
 
 @pytest.mark.parametrize("name", GPU_NODES)
 def test_rdma_user_space_and_nccl_held(name):
-    host = RUNNER.get_host(name)
+    host = _host(name)
     for package in ("rdma-core", "ibverbs-utils", "infiniband-diags", "perftest"):
         assert host.package(package).is_installed, package
     for package in ("libnccl2", "libnccl-dev"):
@@ -38,7 +45,7 @@ def test_rdma_user_space_and_nccl_held(name):
 
 @pytest.mark.parametrize("name", GPU_NODES)
 def test_fabric_interface_applied_and_persisted(name):
-    host = RUNNER.get_host(name)
+    host = _host(name)
     address = _vars(name)["lab_fabric_address"]
     assert host.file("/sys/class/net/eth1/mtu").content_string.strip() == "4200"
     assert address in host.check_output("ip -o -4 addr show dev eth1")
@@ -48,7 +55,7 @@ def test_fabric_interface_applied_and_persisted(name):
 
 @pytest.mark.parametrize("name", SUBNET_MANAGERS)
 def test_opensm_master_with_tenant_partition(name):
-    host = RUNNER.get_host(name)
+    host = _host(name)
     sm_guid = _guid(_vars(name)["fabric_port_guids"][0])
     assert host.service(f"opensm@{sm_guid}.service").is_running
     env = f"cd /var/tmp && LD_PRELOAD={UMAD2SIM} SIM_HOST=H-{sm_guid[2:]}"
