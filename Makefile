@@ -79,7 +79,7 @@ unit: venv  ## pytest unit tests for plugins and module_utils
 # MOLECULE_JOBS of them can run at once; each job's output goes to .build/molecule-logs/ and is shown on failure.
 MOLECULE_JOBS ?= 4
 MOLECULE_LOGS := $(ROOT)/.build/molecule-logs
-# The longest jobs (the site scenario, the fault tests) come first, so that they do not start last.
+# The longest jobs (the site scenario, and the fault tests when FAULTS=1) come first, so that they do not start last.
 MOLECULE_RUNS := $(foreach suite,$(SITE_SUITES),$(if $(filter site,$(SCENARIOS)),molecule-run/site/$(suite))) \
   $(foreach scenario,$(filter-out site,$(SCENARIOS)),$(foreach suite,$(ROLE_SUITES),molecule-run/$(scenario)/$(suite)))
 
@@ -89,7 +89,7 @@ mirror: venv host-deps  ## build (cached) and serve the lab CUDA apt mirror
 	tests/lab/mirror/mirror.sh start
 
 .PHONY: molecule
-molecule: venv images mirror  ## container scenarios and fault tests (SCENARIOS=..., ROLE_SUITES=..., SITE_SUITES=..., MOLECULE_JOBS=...)
+molecule: venv images mirror  ## container scenarios (SCENARIOS=, ROLE_SUITES=, SITE_SUITES=, MOLECULE_JOBS=; FAULTS=1 adds the fault tests)
 	rm -rf $(MOLECULE_LOGS) && mkdir -p $(MOLECULE_LOGS)
 	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) $(if $(FAULTS),faults-run) $(MOLECULE_RUNS)
 
