@@ -15,13 +15,15 @@ LAB_SUITES ?= bookworm bullseye
 LAB_IMAGE_REPO ?= localhost/gpucluster-lab
 # Molecule scenarios run on the container lab images; kernel_* scenarios need qemu (make kernel-lab).
 CONTAINER_SCENARIOS := $(sort $(filter-out kernel_%,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
-# CI's 90 minutes on two cores hold lint, unit, sanity, each role's scenario on the first suite, the version matrix and
-# the reduced qemu lab (measured: see README, "Tests and CI time"). Scenario `site` (every role, end to end, on a
-# three-container lab) and the fault tests run in `make site-tests`; `make molecule-all` runs every scenario on every
-# suite, and the fault tests.
-SCENARIOS ?= $(filter-out site,$(CONTAINER_SCENARIOS))
+# `make molecule` runs SCENARIOS: scenario `site` (every role end to end on a three-container lab, and the fault tests
+# on that lab) on SITE_SUITES, the role scenarios on ROLE_SUITES. `make test` (CI: 90 minutes on two cores) runs site on
+# the last suite (bullseye) and the role scenarios but rdma_core on the first (bookworm), while `make matrix` runs
+# rdma_core on both suites and both ansible-core versions; see README, "Tests and CI time". `make molecule-all` runs
+# every scenario on every suite.
+SCENARIOS ?= $(CONTAINER_SCENARIOS)
+TEST_SCENARIOS := $(filter-out rdma_core,$(CONTAINER_SCENARIOS))
 ROLE_SUITES ?= $(firstword $(LAB_SUITES))
-SITE_SUITES ?= $(LAB_SUITES)
+SITE_SUITES ?= $(lastword $(LAB_SUITES))
 
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
@@ -77,9 +79,11 @@ unit: venv  ## pytest unit tests for plugins and module_utils
 
 # Each (scenario, suite) pair runs as its own job with its own Molecule ephemeral directory, so that
 # MOLECULE_JOBS of them can run at once; each job's output goes to .build/molecule-logs/ and is shown on failure.
+# Scenario site, the longest job, starts first; the others run at nice MOLECULE_NICE, so that site, which alone
+# does not keep two cores busy, gets the CPU it waits for and the rest fills the gaps.
 MOLECULE_JOBS ?= 4
+MOLECULE_NICE ?= 10
 MOLECULE_LOGS := $(ROOT)/.build/molecule-logs
-# The longest jobs (the site scenario, and the fault tests when FAULTS=1) come first, so that they do not start last.
 MOLECULE_RUNS := $(foreach suite,$(SITE_SUITES),$(if $(filter site,$(SCENARIOS)),molecule-run/site/$(suite))) \
   $(foreach scenario,$(filter-out site,$(SCENARIOS)),$(foreach suite,$(ROLE_SUITES),molecule-run/$(scenario)/$(suite)))
 
@@ -89,46 +93,28 @@ mirror: venv host-deps  ## build (cached) and serve the lab CUDA apt mirror
 	tests/lab/mirror/mirror.sh start
 
 .PHONY: molecule
-molecule: venv images mirror  ## container scenarios (SCENARIOS=, ROLE_SUITES=, SITE_SUITES=, MOLECULE_JOBS=; FAULTS=1 adds the fault tests)
+molecule: venv images mirror  ## container scenarios (SCENARIOS=, ROLE_SUITES=, SITE_SUITES=, MOLECULE_JOBS=)
 	rm -rf $(MOLECULE_LOGS) && mkdir -p $(MOLECULE_LOGS)
-	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) $(if $(FAULTS),faults-run) $(MOLECULE_RUNS)
+	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) $(MOLECULE_RUNS)
 
 .PHONY: molecule-all
-molecule-all:  ## every container scenario on every lab suite, and the fault tests (longer than CI allows)
+molecule-all:  ## every container scenario on every lab suite (longer than CI allows)
 	$(MAKE) --no-print-directory molecule SCENARIOS="$(CONTAINER_SCENARIOS)" ROLE_SUITES="$(LAB_SUITES)" \
-	  SITE_SUITES="$(LAB_SUITES)" FAULTS=1
+	  SITE_SUITES="$(LAB_SUITES)"
 
-# Fault tests (tests/integration/test_site_faults.py): site.yml on a lab of its own (fault-* containers) —
-# bad inventory, interrupted converge, mirror lost mid-run, unreachable node. A job of `make molecule FAULTS=1`.
-FAULTS_SUITE ?= $(firstword $(LAB_SUITES))
 .PHONY: site-tests
-site-tests: venv images mirror  ## scenario site on SITE_SUITES and the fault tests, in parallel (not in make test)
+site-tests: venv images mirror  ## scenario site (site.yml end to end, and the fault tests) on SITE_SUITES
 	rm -rf $(MOLECULE_LOGS) && mkdir -p $(MOLECULE_LOGS)
-	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) faults-run $(foreach suite,$(SITE_SUITES),molecule-run/site/$(suite))
-
-.PHONY: faults
-faults: venv images mirror  ## fault tests of the site playbook on a lab of its own (FAULTS_SUITE=bookworm)
-	@mkdir -p $(MOLECULE_LOGS)
-	$(MAKE) --no-print-directory faults-run
-
-.PHONY: faults-run
-faults-run:
-	@log=$(MOLECULE_LOGS)/faults-$(FAULTS_SUITE).log; start=$$(date +%s); \
-	echo "START fault tests on $(FAULTS_SUITE)"; \
-	if GPUCLUSTER_FAULT_TESTS=1 LAB_SUITE=$(FAULTS_SUITE) $(BIN)/pytest -v -p no:cacheprovider tests/integration >$$log 2>&1; then \
-	  echo "PASS  fault tests on $(FAULTS_SUITE) ($$(( $$(date +%s) - start )) s)"; \
-	else \
-	  echo "FAIL  fault tests on $(FAULTS_SUITE) ($$(( $$(date +%s) - start )) s); last lines of $$log:"; \
-	  tail -n 150 $$log; exit 1; \
-	fi
+	$(MAKE) --no-print-directory -k -j$(MOLECULE_JOBS) $(foreach suite,$(SITE_SUITES),molecule-run/site/$(suite))
 
 molecule-run/%:
 	@scenario=$(word 1,$(subst /, ,$*)); suite=$(word 2,$(subst /, ,$*)); \
 	log=$(MOLECULE_LOGS)/$$scenario-$$suite.log; start=$$(date +%s); \
 	echo "START molecule test -s $$scenario on $$suite"; \
+	nice=""; [ "$$scenario" = site ] || nice="nice -n $(MOLECULE_NICE)"; \
 	if MOLECULE_SUITE=$$suite MOLECULE_IMAGE=$(LAB_IMAGE_REPO):$$suite \
 	  MOLECULE_EPHEMERAL_DIRECTORY=$(ROOT)/.cache/molecule/$$scenario-$$suite \
-	  $(BIN)/molecule test -s $$scenario >$$log 2>&1; then \
+	  $$nice $(BIN)/molecule test -s $$scenario >$$log 2>&1; then \
 	  echo "PASS  molecule test -s $$scenario on $$suite ($$(( $$(date +%s) - start )) s)"; \
 	else \
 	  echo "FAIL  molecule test -s $$scenario on $$suite ($$(( $$(date +%s) - start )) s); last lines of $$log:"; \
@@ -191,8 +177,9 @@ $(MATRIX_OLDEST_VENV)/.stamp: tests/lab/matrix/core-$(MATRIX_OLDEST_CORE).txt
 	touch $@
 
 .PHONY: matrix
+MATRIX_JOBS ?= $(MOLECULE_JOBS)
 matrix: venv images build $(MATRIX_OLDEST_VENV)/.stamp  ## unit + rdma_core + tarball smoke on the oldest and newest ansible-core; checks the README matrix
-	$(BIN)/python tests/lab/matrix/matrix.py run --out $(MATRIX_OUT) --tarball $(TARBALL) --jobs $(MOLECULE_JOBS) \
+	nice -n $(MOLECULE_NICE) $(BIN)/python tests/lab/matrix/matrix.py run --out $(MATRIX_OUT) --tarball $(TARBALL) --jobs $(MATRIX_JOBS) \
 	  --suites $(LAB_SUITES) --venv $(MATRIX_OLDEST_VENV) --venv $(VENV)
 	$(BIN)/python tests/lab/matrix/matrix.py readme --check $(MATRIX_OUT)/results.json README.md
 
@@ -204,8 +191,14 @@ support-matrix: venv  ## write the README support matrix from the last `make mat
 tarball-smoke: venv images build  ## install the built tarball into a clean path; run FQCN roles and playbooks from it
 	tests/lab/tarball-smoke/run.sh $(VENV) $(TARBALL) $(ROOT)/.build/tarball-smoke $(LAB_SUITES)
 
+# make test's scenarios and version matrix in one pool: `make molecule` (4 jobs) and `make matrix` (2 jobs) at once,
+# so that the matrix fills the cores while scenario site, the longest job, runs.
+.PHONY: scenarios
+scenarios: venv images mirror build $(MATRIX_OLDEST_VENV)/.stamp
+	$(MAKE) --no-print-directory -k -j2 molecule matrix SCENARIOS="$(TEST_SCENARIOS)" MATRIX_JOBS=2
+
 .PHONY: test
-test: host-deps venv images lint unit build sanity molecule matrix kernel-lab-reduced  ## the test suite (what CI runs)
+test: host-deps venv images lint unit build sanity scenarios kernel-lab-reduced  ## the test suite (what CI runs)
 	@echo "make test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
 
 .PHONY: lab

@@ -1,16 +1,20 @@
-"""Fault tests: playbooks/site.yml on a lab of its own (fault-gpu-01/02, fault-sm-01) when things go wrong.
+"""Fault tests: playbooks/site.yml on the lab of Molecule scenario `site` when things go wrong.
 
-Each test runs the real site playbook with ansible-playbook against real systemd containers (the lab of
-tests/lab/playbooks/lab_up.yml: ibsim + OpenSM on the SM, the lab CUDA mirror, veth fabric interfaces):
+Molecule scenario `site` (molecule/site) runs these with ansible-playbook against its own real systemd containers
+(the lab of tests/lab/playbooks/lab_up.yml: ibsim + OpenSM on the SM, the lab CUDA mirror, veth fabric interfaces),
+from two side_effect steps of its test sequence (molecule/site/faults.yml):
 
-1. a bad inventory value fails in the preflight play, before any host changes (hosts compared before/after);
-2. a converge interrupted half-way (SIGINT to ansible-playbook, as Ctrl-C) then re-run completes (that a further
-   run changes nothing is Molecule scenario site's idempotence step);
-3. an unreachable node does not stop the others and is reported (recap and validation report);
-4. the CUDA mirror going away mid-run (a blackhole route on one node once the nccl role starts an NCCL change) fails
-   clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
+- after `check`, on the fresh lab: a converge interrupted half-way (SIGINT to ansible-playbook, as Ctrl-C) stops
+  cleanly. The re-run is the scenario's next step, `converge`, which must complete; `idempotence` then shows that
+  nothing was left undone.
+- after `verify`, on the converged lab:
+  1. a bad inventory value fails in the preflight play, before any host changes (hosts compared before/after);
+  2. an unreachable node does not stop the others and is reported (recap and validation report);
+  3. the CUDA mirror going away mid-run (a blackhole route on one node once the nccl role starts an NCCL change)
+     fails clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
 
-Needs podman, the lab image (make images) and the lab mirror (make mirror); `make faults` runs it.
+The scenario passes the lab in the environment: FAULT_LAB_GPUS, FAULT_LAB_SMS (host names, comma-separated),
+FAULT_LAB_HOST_VARS (the scenario's host_vars directory), LAB_SUITE and LAB_REPORT_DIR.
 """
 
 import json
@@ -23,52 +27,36 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = os.environ.get("LAB_SUITE", "bookworm")
-PREFIX = f"fault-{SUITE}"
-GPUS = [f"{PREFIX}-gpu-01", f"{PREFIX}-gpu-02"]
-SM = f"{PREFIX}-sm-01"
-NETWORK = f"gpucluster-fault-fabric-{SUITE}"
+GPUS = [name for name in os.environ.get("FAULT_LAB_GPUS", "").split(",") if name]
+SMS = [name for name in os.environ.get("FAULT_LAB_SMS", "").split(",") if name]
+HOST_VARS = Path(os.environ.get("FAULT_LAB_HOST_VARS", ROOT / "molecule" / "site" / "host_vars"))
 ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("GPUCLUSTER_FAULT_TESTS") != "1",
-    reason="needs the container lab: run `make faults` (sets GPUCLUSTER_FAULT_TESTS=1)",
+    reason="needs the lab of Molecule scenario site: run `molecule test -s site` (make site-tests)",
 )
+if os.environ.get("GPUCLUSTER_FAULT_TESTS") == "1" and (len(GPUS) < 2 or not SMS):
+    raise RuntimeError("GPUCLUSTER_FAULT_TESTS=1 needs FAULT_LAB_GPUS (two or more) and FAULT_LAB_SMS")
 
 
 def _inventory(directory, host_vars_extra=None):
-    hosts = {
-        "all": {
-            "children": {
-                "gpu_nodes": {
-                    "hosts": {
-                        GPUS[0]: {
-                            "fabric_port_guids": ["0x0002c90300c00101"],
-                            "lab_fabric_address": "192.168.90.11/24",
-                        },
-                        GPUS[1]: {
-                            "fabric_port_guids": ["0x0002c90300c00201"],
-                            "lab_fabric_address": "192.168.90.12/24",
-                        },
-                    }
-                },
-                "subnet_managers": {"hosts": {SM: {"fabric_port_guids": ["0x0002c90300c00001"]}}},
-            },
+    """An inventory of the scenario's hosts, with their host_vars, plus `host_vars_extra` ({host: {var: value}})."""
+
+    def hosts(names):
+        return {
+            name: {**yaml.safe_load((HOST_VARS / f"{name}.yml").read_text()), **(host_vars_extra or {}).get(name, {})}
+            for name in names
         }
-    }
-    # Host variables: they win over the lab's group_vars (which name the lab's own fabric network).
-    for group in hosts["all"]["children"].values():
-        for host_vars in group["hosts"].values():
-            host_vars["lab_fabric_network"] = NETWORK
-    for host, extra in (host_vars_extra or {}).items():
-        for group in hosts["all"]["children"].values():
-            if host in group["hosts"]:
-                group["hosts"][host].update(extra)
+
+    inventory = {"all": {"children": {"gpu_nodes": {"hosts": hosts(GPUS)}, "subnet_managers": {"hosts": hosts(SMS)}}}}
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "hosts.yml").write_text(json.dumps(hosts, indent=1))
+    (directory / "hosts.yml").write_text(json.dumps(inventory, indent=1))
     link = directory / "group_vars"
     if not link.exists():
         link.symlink_to(ROOT / "inventories" / "lab" / "group_vars")
@@ -120,30 +108,29 @@ def _state(host):
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     base = tmp_path_factory.mktemp("faults")
-    inventory = _inventory(base / "inventory")
-    report_dir = base / "reports"
-    _playbook(inventory, "tests/lab/playbooks/lab_down.yml", report_dir)
-    _playbook(inventory, "tests/lab/playbooks/lab_up.yml", report_dir, check=True)
-    yield {"base": base, "inventory": inventory, "reports": report_dir}
+    report_dir = Path(os.environ.get("LAB_REPORT_DIR") or base / "reports")
+    yield {"base": base, "inventory": _inventory(base / "inventory"), "reports": report_dir}
     for host in GPUS:
         _podman("exec", host, "ip", "route", "flush", "type", "blackhole", check=False)
-    _playbook(inventory, "tests/lab/playbooks/lab_down.yml", report_dir)
 
 
 @pytest.mark.parametrize(
-    ("host_vars", "expected"),
+    ("bad", "expected"),
     [
         (
-            {GPUS[1]: {"fabric_interfaces": [{"name": "eth1", "kind": "ipoib", "mode": "datagram", "mtu": 9000}]}},
-            [GPUS[1], "fabric_interfaces", "4092"],
+            {"fabric_interfaces": [{"name": "eth1", "kind": "ipoib", "mode": "datagram", "mtu": 9000}]},
+            ["fabric_interfaces", "4092"],
         ),
-        ({GPUS[1]: {"fabric_port_guids": ["0x0002c90300c0020Z"]}}, [GPUS[1], "fabric_port_guids"]),
+        ({"fabric_port_guids": ["0x0002c90300c0020Z"]}, ["fabric_port_guids"]),
     ],
     ids=["mtu-9000-datagram-ipoib", "malformed-guid"],
 )
-def test_bad_inventory_fails_in_preflight_before_any_change(lab, host_vars, expected):
-    inventory = _inventory(lab["base"] / f"bad-{len(host_vars)}-{abs(hash(str(host_vars)))}", host_vars)
-    before = {host: _state(host) for host in [*GPUS, SM]}
+def test_bad_inventory_fails_in_preflight_before_any_change(lab, request, bad, expected):
+    """One GPU node's bad value stops every host in the preflight play; the message names host and variable."""
+    host = GPUS[1]
+    expected = [host, *expected]
+    inventory = _inventory(lab["base"] / f"bad-{request.node.callspec.id}", {host: bad})
+    before = {host: _state(host) for host in [*GPUS, *SMS]}
     proc = _playbook(inventory, "playbooks/site.yml", lab["reports"])
     output = proc.stdout
     assert proc.returncode != 0, output[-4000:]
@@ -152,7 +139,7 @@ def test_bad_inventory_fails_in_preflight_before_any_change(lab, host_vars, expe
     for word in expected:
         assert word in preflight, (word, output[-4000:])
     assert all(counts.get("changed", 0) == 0 for counts in _recap(output).values()), output[-3000:]
-    for host in [*GPUS, SM]:
+    for host in [*GPUS, *SMS]:
         assert _state(host) == before[host], f"{host} changed although the preflight failed"
 
 
@@ -183,15 +170,17 @@ def _run_interrupted(inventory, report_dir, marker, timeout=1800):
     return interrupted, proc.returncode, "".join(lines)
 
 
-def test_interrupted_converge_then_rerun_completes(lab):
+def test_interrupted_converge_stops_cleanly(lab):
+    """Ctrl-C half-way through the first converge. The re-run is the scenario's next step, `converge`."""
     interrupted, returncode, output = _run_interrupted(
         lab["inventory"], lab["reports"], "TASK [gpucluster.fabric.rdma_core : Install"
     )
     assert interrupted, output[-3000:]
     assert returncode != 0
     assert "PLAY [Validate the fabric]" not in output
-    rerun = _playbook(lab["inventory"], "playbooks/site.yml", lab["reports"])
-    assert rerun.returncode == 0, rerun.stdout[-6000:]
+    # Half-way: the preflight passed and the first role started on the GPU nodes.
+    assert "PLAY [Check the inventory before any host changes]" in output
+    assert "PLAY RECAP" in output or "User interrupted execution" in output, output[-3000:]
 
 
 def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):
@@ -206,7 +195,7 @@ def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):
         recap = _recap(output)
         assert proc.returncode == 4, output[-4000:]  # 4: some hosts were unreachable
         assert recap[lost]["unreachable"] >= 1
-        for host in (GPUS[0], SM):
+        for host in (GPUS[0], *SMS):
             assert recap[host]["failed"] == 0 and recap[host]["unreachable"] == 0, output[-4000:]
         assert "PLAY [Validate the fabric]" in output
         new_runs = sorted({p.name for p in lab["reports"].iterdir()} - runs_before)
