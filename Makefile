@@ -17,11 +17,10 @@ LAB_IMAGE_REPO ?= localhost/gpucluster-lab
 CONTAINER_SCENARIOS := $(sort $(filter-out kernel_%,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 # `make molecule` runs SCENARIOS: scenario `site` (every role end to end on a three-container lab, and the fault tests
 # on that lab) on SITE_SUITES, the role scenarios on ROLE_SUITES. `make test` (CI: 90 minutes on two cores) runs site on
-# the last suite (bullseye) and the role scenarios but rdma_core on the first (bookworm), while `make matrix` runs
-# rdma_core on both suites and both ansible-core versions; see README, "Tests and CI time". `make molecule-all` runs
-# every scenario on every suite.
+# the last suite (bullseye) and every role's scenario on the first (bookworm); `make matrix` adds rdma_core on both
+# suites with the oldest ansible-core. See README, "Tests and CI time". `make molecule-all` runs every scenario on every
+# suite.
 SCENARIOS ?= $(CONTAINER_SCENARIOS)
-TEST_SCENARIOS := $(filter-out rdma_core,$(CONTAINER_SCENARIOS))
 ROLE_SUITES ?= $(firstword $(LAB_SUITES))
 SITE_SUITES ?= $(lastword $(LAB_SUITES))
 
@@ -83,6 +82,9 @@ unit: venv  ## pytest unit tests for plugins and module_utils
 # does not keep two cores busy, gets the CPU it waits for and the rest fills the gaps.
 MOLECULE_JOBS ?= 4
 MOLECULE_NICE ?= 10
+# Base configs (molecule -c, in order; empty: Molecule's default, .config/molecule/config.yml). make test adds
+# .config/molecule/ci.yml: the default test sequence without `check` (see that file).
+MOLECULE_BASE_CONFIGS ?=
 MOLECULE_LOGS := $(ROOT)/.build/molecule-logs
 MOLECULE_RUNS := $(foreach suite,$(SITE_SUITES),$(if $(filter site,$(SCENARIOS)),molecule-run/site/$(suite))) \
   $(foreach scenario,$(filter-out site,$(SCENARIOS)),$(foreach suite,$(ROLE_SUITES),molecule-run/$(scenario)/$(suite)))
@@ -114,7 +116,7 @@ molecule-run/%:
 	nice=""; [ "$$scenario" = site ] || nice="nice -n $(MOLECULE_NICE)"; \
 	if MOLECULE_SUITE=$$suite MOLECULE_IMAGE=$(LAB_IMAGE_REPO):$$suite \
 	  MOLECULE_EPHEMERAL_DIRECTORY=$(ROOT)/.cache/molecule/$$scenario-$$suite \
-	  $$nice $(BIN)/molecule test -s $$scenario >$$log 2>&1; then \
+	  $$nice $(BIN)/molecule $(foreach config,$(MOLECULE_BASE_CONFIGS),-c $(ROOT)/$(config)) test -s $$scenario >$$log 2>&1; then \
 	  echo "PASS  molecule test -s $$scenario on $$suite ($$(( $$(date +%s) - start )) s)"; \
 	else \
 	  echo "FAIL  molecule test -s $$scenario on $$suite ($$(( $$(date +%s) - start )) s); last lines of $$log:"; \
@@ -165,10 +167,13 @@ sanity: build  ## ansible-test sanity + units on the built collection installed 
 	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test sanity --python 3.11 --color no
 	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test units --venv --python 3.11 --color no
 
-# Version matrix (README "Support matrix"): unit tests, the rdma_core scenario and the tarball smoke test on the oldest
-# ansible-core meta/runtime.yml claims (its own venv, from a complete lock) and on the newest (the main venv).
+# Version matrix (README "Support matrix"): unit tests, the rdma_core scenario on both lab suites and the tarball smoke
+# test on the oldest ansible-core meta/runtime.yml claims (its own venv, from a complete lock). The newest is the main
+# venv, which runs every other test (sanity, the role scenarios, scenario site). MATRIX_VENVS="$(MATRIX_OLDEST_VENV)
+# $(VENV)" adds the newest to the matrix (the README table then needs `make support-matrix`).
 MATRIX_OLDEST_CORE := 2.19.0
 MATRIX_OLDEST_VENV := $(ROOT)/.venv-core-$(MATRIX_OLDEST_CORE)
+MATRIX_VENVS ?= $(MATRIX_OLDEST_VENV)
 MATRIX_OUT := $(ROOT)/.build/matrix
 
 $(MATRIX_OLDEST_VENV)/.stamp: tests/lab/matrix/core-$(MATRIX_OLDEST_CORE).txt
@@ -178,9 +183,9 @@ $(MATRIX_OLDEST_VENV)/.stamp: tests/lab/matrix/core-$(MATRIX_OLDEST_CORE).txt
 
 .PHONY: matrix
 MATRIX_JOBS ?= $(MOLECULE_JOBS)
-matrix: venv images build $(MATRIX_OLDEST_VENV)/.stamp  ## unit + rdma_core + tarball smoke on the oldest and newest ansible-core; checks the README matrix
+matrix: venv images build $(MATRIX_OLDEST_VENV)/.stamp  ## unit + rdma_core + tarball smoke on the oldest ansible-core (MATRIX_VENVS=); checks the README matrix
 	nice -n $(MOLECULE_NICE) $(BIN)/python tests/lab/matrix/matrix.py run --out $(MATRIX_OUT) --tarball $(TARBALL) --jobs $(MATRIX_JOBS) \
-	  --suites $(LAB_SUITES) --venv $(MATRIX_OLDEST_VENV) --venv $(VENV)
+	  --suites $(LAB_SUITES) $(foreach venv,$(MATRIX_VENVS),--venv $(venv))
 	$(BIN)/python tests/lab/matrix/matrix.py readme --check $(MATRIX_OUT)/results.json README.md
 
 .PHONY: support-matrix
@@ -195,7 +200,8 @@ tarball-smoke: venv images build  ## install the built tarball into a clean path
 # so that the matrix fills the cores while scenario site, the longest job, runs.
 .PHONY: scenarios
 scenarios: venv images mirror build $(MATRIX_OLDEST_VENV)/.stamp
-	$(MAKE) --no-print-directory -k -j2 molecule matrix SCENARIOS="$(TEST_SCENARIOS)" MATRIX_JOBS=2
+	$(MAKE) --no-print-directory -k -j2 molecule matrix MATRIX_JOBS=2 \
+	  MOLECULE_BASE_CONFIGS=".config/molecule/config.yml .config/molecule/ci.yml"
 
 .PHONY: test
 test: host-deps venv images lint unit build sanity scenarios kernel-lab-reduced  ## the test suite (what CI runs)
