@@ -1,5 +1,6 @@
 # gpucluster.fabric developer and CI entry point.
-#   make test   — everything: host packages, venv, lab images, lint, unit tests, all Molecule scenarios
+#   make test   — what CI runs: host packages, venv, lab images, lint, unit, sanity, scenario site with the fault
+#                 tests, every role's scenario, the version matrix, the qemu lab (README, "Tests and CI time")
 #   make lab    — the main job: bring up the local lab and run the site playbook against it
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c

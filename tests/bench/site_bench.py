@@ -401,7 +401,7 @@ def main():
                         )
             if not args.no_baseline:
                 bdir = os.path.join(workdir, f"n{n}-blog")
-                inventory = write_inventory(os.path.join(bdir, "inventory"), n, subnet_manager=False)
+                inventory = write_inventory(os.path.join(bdir, "inventory"), n)
                 fresh_nodes(inventory, env, bdir)
                 for run in ("first run", "re-run"):
                     row = run_blog(node_names(n), base, bdir, run)
