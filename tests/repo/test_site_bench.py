@@ -43,13 +43,6 @@ def test_thirty_two_nodes_get_distinct_guids_and_addresses(tmp_path):
     assert len({v["lab_fabric_address"] for v in gpus.values()}) == 32
 
 
-def test_baseline_inventory_has_no_subnet_manager(tmp_path):
-    inventory = site_bench.write_inventory(str(tmp_path / "inv"), 2, subnet_manager=False)
-    with open(os.path.join(inventory, "hosts.yml")) as f:
-        tree = yaml.safe_load(f)["all"]
-    assert not tree["children"]["subnet_managers"].get("hosts")
-
-
 def test_mitogen_connection_is_a_host_variable(tmp_path):
     inventory = site_bench.write_inventory(str(tmp_path / "inv"), 2, connection="podman")
     with open(os.path.join(inventory, "hosts.yml")) as f:
