@@ -54,9 +54,16 @@ def rdma_rounds(hosts=None, pairs=None):
     return [scheduled for _members, scheduled in rounds]
 
 
-def preflight_errors(tiers, thresholds, pairs, play_hosts):
+def preflight_errors(tiers, thresholds, pairs, play_hosts, settle_seconds=0, settle_delay=1):
     """Messages for bad input, each naming the variable, the value and the fix. Empty when all is well."""
     errors = []
+    if int(settle_seconds) < 0:
+        errors.append(
+            f"fabric_validate_port_settle_seconds={settle_seconds} must be 0 or more; "
+            "use e.g. 60 (0 judges the first read)"
+        )
+    if int(settle_delay) < 1:
+        errors.append(f"fabric_validate_port_settle_delay={settle_delay} must be at least 1 (seconds); use e.g. 3")
     for tier in tiers or []:
         if tier not in TIERS:
             errors.append(f"fabric_validate_tiers contains unknown tier '{tier}'; use any of {', '.join(TIERS)}")

@@ -77,6 +77,16 @@ def test_preflight_errors():
     assert preflight_errors([], {"ib_write_bw_fraction_of_rate": 1}, None, []) == []
 
 
+def test_preflight_errors_port_settle():
+    assert preflight_errors(["health"], {}, [], ["node1"], 60, 3) == []
+    assert preflight_errors(["health"], {}, [], ["node1"], 0, 1) == []
+    errors = preflight_errors(["health"], {}, [], ["node1"], -5, 0)
+    assert errors == [
+        "fabric_validate_port_settle_seconds=-5 must be 0 or more; use e.g. 60 (0 judges the first read)",
+        "fabric_validate_port_settle_delay=0 must be at least 1 (seconds); use e.g. 3",
+    ]
+
+
 def test_absent_hardware_is_skipped_never_passed(fixture_text):
     gpu_absent = {"gpu_present": False, "skipped_reason": "nvidia-smi not found"}
     hosts = {"bare": {"ib": {"rdma_present": False, "devices": [], "modules_loaded": {}}, "gpu": gpu_absent}}
