@@ -35,6 +35,9 @@ CONTAINER_ULIMITS := $(shell tests/lab/container-ulimits.sh)
 export MOLECULE_ULIMIT_NOFILE := $(word 1,$(CONTAINER_ULIMITS))
 export MOLECULE_ULIMIT_NPROC := $(word 2,$(CONTAINER_ULIMITS))
 export LAB_MEMLOCK_KIB := $(shell tests/lab/memlock-kib.sh)
+# The lab's SSH material (login key pair, host keys, known_hosts; one directory per lab), never committed.
+export LAB_SSH_ROOT := $(ROOT)/.build/lab-ssh
+LAB_ANSIBLE_CONFIG := $(ROOT)/tests/lab/ansible.cfg
 
 .PHONY: help
 help:  ## list the targets
@@ -204,8 +207,20 @@ scenarios: venv images mirror build $(MATRIX_OLDEST_VENV)/.stamp
 	$(MAKE) --no-print-directory -k -j2 molecule matrix MATRIX_JOBS=2 \
 	  MOLECULE_BASE_CONFIGS=".config/molecule/config.yml .config/molecule/ci.yml"
 
+# make test runs its phases one after the other and prints how long each took (also on failure).
+TEST_PHASES := host-deps venv images lint unit build sanity scenarios kernel-lab-reduced
+TEST_TIMINGS := $(ROOT)/.build/test-timings.txt
 .PHONY: test
-test: host-deps venv images lint unit build sanity scenarios kernel-lab-reduced  ## the test suite (what CI runs)
+test:  ## the test suite (what CI runs), with per-phase timings
+	@mkdir -p $(dir $(TEST_TIMINGS)) && : >$(TEST_TIMINGS); \
+	for phase in $(TEST_PHASES); do \
+	  start=$$(date +%s); echo "=== make test: phase $$phase ($$(date -u +%H:%M:%S) UTC)"; rc=0; \
+	  $(MAKE) --no-print-directory $$phase || rc=$$?; \
+	  printf '%-20s %6s s  %s\n' "$$phase" "$$(( $$(date +%s) - start ))" "$$([ $$rc -eq 0 ] && echo passed || echo FAILED)" \
+	    >>$(TEST_TIMINGS); \
+	  if [ $$rc -ne 0 ]; then echo "make test: phase timings"; cat $(TEST_TIMINGS); exit $$rc; fi; \
+	done; \
+	echo "make test: phase timings"; cat $(TEST_TIMINGS)
 	@echo "make test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
 
 .PHONY: lab
@@ -214,8 +229,8 @@ export LAB_SUITE
 export LAB_REPORT_DIR := $(ROOT)/reports
 lab: venv host-deps  ## the main job: bring up the lab (LAB_SUITE=bookworm) and run the site playbook against it
 	LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $(LAB_SUITE)
-	$(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_up.yml
-	$(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
+	ANSIBLE_CONFIG=$(LAB_ANSIBLE_CONFIG) $(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_up.yml
+	ANSIBLE_CONFIG=$(LAB_ANSIBLE_CONFIG) $(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
 	@report=$$(ls -td $(LAB_REPORT_DIR)/*/ | head -n1); echo; echo "Validation report: $${report}summary.md"; \
 	  $(BIN)/python -c 'import json, sys; r = json.load(open(sys.argv[1])); s = r["summary"]; \
 	    print("Tiers: %s: %d passed, %d failed, %d skipped (%d checks; skipped means not measured)" \
@@ -223,7 +238,7 @@ lab: venv host-deps  ## the main job: bring up the lab (LAB_SUITE=bookworm) and 
 
 .PHONY: lab-down
 lab-down: venv  ## tear the lab down
-	$(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_down.yml
+	ANSIBLE_CONFIG=$(LAB_ANSIBLE_CONFIG) $(BIN)/ansible-playbook -i inventories/lab tests/lab/playbooks/lab_down.yml
 
 .PHONY: bench-site
 bench-site: venv host-deps mirror  ## benchmark site.yml against the blog's script on 1-32 lab nodes (BENCH_ARGS=...)

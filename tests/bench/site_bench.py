@@ -3,26 +3,32 @@
 For each node count N (default 1, 4, 16, 32) the benchmark writes a temporary inventory shaped like
 inventories/lab/hosts.yml: N GPU nodes bench-gpu-NN in group gpu_nodes and one subnet manager bench-sm-01, each with
 its own fabric port GUID (the ibsim fabric is generated from them), the GPU nodes with a fabric address, all on the
-fabric network gpucluster-bench-fabric (group_vars is inventories/lab/group_vars itself, linked). It starts them
-with tests/lab/playbooks/lab_up.yml, as `make lab` does (ibsim on the SM, the lab CUDA mirror), and measures:
+management address (ansible_host) and its lab name `bench` (group_vars is inventories/lab/group_vars itself,
+linked: the fabric network gpucluster-bench-fabric, SSH with the bench lab's own keys and known_hosts). It starts them
+with tests/lab/playbooks/lab_up.yml, as `make lab` does (ibsim on the SM, the lab CUDA mirror, sshd), and measures:
 
 - site.yml on fresh nodes (converge), then again (the no-op re-run: any changed task fails the benchmark), for each
   Ansible configuration in --configs:
-    default      what the repository ships (no ansible.cfg: implicit fact gathering in every play, no cache)
-    pipelining   ANSIBLE_PIPELINING=true. Not in the default list: the lab's connection, containers.podman.podman,
-                 declares has_pipelining = False, and ansible-core enables pipelining only when the connection
-                 has it (ConnectionBase.is_pipelining_enabled), so in the lab this is the default configuration
-                 again; it matters on SSH, which the lab nodes do not run
+    default      SSH as ansible-core ships it (no ansible.cfg: ssh_args ControlMaster=auto ControlPersist=60s,
+                 no pipelining, implicit fact gathering in every play, no cache, 5 forks)
+    pipelining   ANSIBLE_PIPELINING=true over the same SSH (what tests/lab/ansible.cfg and docs/ansible.cfg.example
+                 set)
+    podman       the containers.podman.podman connection (`podman exec`, LAB_CONNECTION=podman), which the lab used
+                 before it ran sshd; kept for comparison only (it has no pipelining: has_pipelining = False)
     factcache    gathering smart + jsonfile fact cache in a temporary directory (facts gathered once, reused by the
                  re-run)
     mitogen      Mitogen for Ansible (tests/bench/requirements-mitogen.txt, installed under .build/): strategy
-                 mitogen_linear, connection `podman` redirected by Mitogen to its persistent mitogen_podman
+                 mitogen_linear over the same SSH (Mitogen's own persistent SSH connections). An opt-in only:
+                 ansible-core 2.19 deprecates third-party strategy plugins, the hook Mitogen uses
     mitogen+factcache  both
 - the blog's script (tests/bench/blog_setup.sh, the blog's approach, not ours) on fresh nodes, first run and re-run,
-  delivered like pdsh would: `podman cp` + `podman exec` on every node at once (fan-out 32).
+  delivered over SSH like pdcp + pdsh would: `scp` of the script, then `ssh <node> bash` on every node at once
+  (fan-out 32, one ssh process per node and step, no connection sharing), with the lab's key and known_hosts.
 
 Controller CPU is user+system time of the measured process tree (os.wait4 of ansible-playbook, which includes every
-podman process it reaped; for the baseline the RUSAGE_CHILDREN delta of the podman processes this script runs).
+ssh or podman process it reaped; for the baseline the RUSAGE_CHILDREN delta of the scp/ssh processes this script
+runs). An ssh ControlPersist master outlives its ansible-playbook and is not reaped by it: the benchmark runs every
+configuration with its own control directory and adds the masters' CPU (read from /proc before they are stopped).
 Work inside the containers is not controller CPU and is not counted. Wall times depend on the machine's load: the
 load average is printed with every row.
 
@@ -35,10 +41,13 @@ Exit status 1 when a no-op re-run changed something or a run failed; the table i
 
 import argparse
 import concurrent.futures
+import ctypes
 import json
 import os
 import resource
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -59,11 +68,12 @@ MIRROR_MANIFEST = os.path.join(os.environ.get("LAB_MIRROR_CACHE", "/var/tmp/gpuc
 GPU_GROUP = "gpu_nodes"
 SM_GROUP = "subnet_managers"
 FANOUT = 32  # pdsh's default
-CONFIGS = ("default", "pipelining", "factcache", "mitogen", "mitogen+factcache")
+CONFIGS = ("default", "pipelining", "podman", "factcache", "pipelining+factcache", "mitogen", "mitogen+factcache")
+BENCH_MGMT_PREFIX = "10.88.87"  # management addresses (ansible_host) on podman's default network
 
 
 SM_NODE = "bench-sm-01"
-BENCH_NETWORK = "gpucluster-bench-fabric"
+BENCH_LAB = "bench"  # lab_name: fabric network gpucluster-bench-fabric, SSH material under $LAB_SSH_ROOT/bench
 
 
 def node_names(n):
@@ -71,11 +81,13 @@ def node_names(n):
 
 
 def gpu_vars(i):
-    """Host variables of GPU node i (1-based): a port GUID for ibsim, a fabric address, the bench's fabric network."""
+    """Host variables of GPU node i (1-based): a management address, a port GUID for ibsim, a fabric address, the
+    bench's lab name."""
     return {
+        "ansible_host": f"{BENCH_MGMT_PREFIX}.{10 + i}",
         "fabric_port_guids": [f"0x0002c90300d{i:03x}01"],
         "lab_fabric_address": f"192.168.87.{10 + i}/24",
-        "lab_fabric_network": BENCH_NETWORK,
+        "lab_name": BENCH_LAB,
     }
 
 
@@ -92,7 +104,7 @@ def emptied(group):
     return out
 
 
-def write_inventory(directory, n, connection=None):
+def write_inventory(directory, n):
     """hosts.yml: the lab's groups with N bench GPU nodes and a bench subnet manager; group_vars linked to the
     lab's. Host variables, because inventory group_vars/all (the lab's connection and fabric network) outranks group
     variables written in hosts.yml."""
@@ -100,12 +112,13 @@ def write_inventory(directory, n, connection=None):
         lab = yaml.safe_load(f) or {}
     tree = emptied(lab.get("all", {}))
     children = tree.setdefault("children", {})
-    extra = {"ansible_connection": connection} if connection else {}
-    children.setdefault(GPU_GROUP, {})["hosts"] = {
-        name: {**gpu_vars(i), **extra} for i, name in enumerate(node_names(n), start=1)
-    }
+    children.setdefault(GPU_GROUP, {})["hosts"] = {name: gpu_vars(i) for i, name in enumerate(node_names(n), start=1)}
     children.setdefault(SM_GROUP, {})["hosts"] = {
-        SM_NODE: {"fabric_port_guids": ["0x0002c90300d00001"], "lab_fabric_network": BENCH_NETWORK, **extra}
+        SM_NODE: {
+            "ansible_host": f"{BENCH_MGMT_PREFIX}.2",
+            "fabric_port_guids": ["0x0002c90300d00001"],
+            "lab_name": BENCH_LAB,
+        }
     }
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "hosts.yml"), "w") as f:
@@ -128,6 +141,9 @@ def base_env(workdir):
     env.setdefault("ANSIBLE_HOME", os.path.join(ROOT, ".ansible"))
     env.setdefault("ANSIBLE_ROLES_PATH", os.path.join(ROOT, "roles"))
     env.setdefault("LAB_SUITE", "bookworm")
+    env.setdefault("LAB_SSH_ROOT", os.path.join(ROOT, ".build", "lab-ssh"))
+    env.pop("ANSIBLE_CONFIG", None)  # each configuration is described by the environment alone
+    env.pop("LAB_CONNECTION", None)
     if "MOLECULE_ULIMIT_NOFILE" not in env or "MOLECULE_ULIMIT_NPROC" not in env:
         nofile, nproc = script_output("tests/lab/container-ulimits.sh").split()
         env["MOLECULE_ULIMIT_NOFILE"], env["MOLECULE_ULIMIT_NPROC"] = nofile, nproc
@@ -164,6 +180,10 @@ def ensure_mitogen():
 def config_env(config, env, workdir):
     env = dict(env)
     parts = config.split("+")
+    # A control directory of its own: the configuration's ssh masters are found (and their CPU counted) by it.
+    env["ANSIBLE_SSH_CONTROL_PATH_DIR"] = os.path.join(workdir, "cp")
+    if "podman" in parts:
+        env["LAB_CONNECTION"] = "podman"
     if "pipelining" in parts:
         env["ANSIBLE_PIPELINING"] = "true"
     if "factcache" in parts:
@@ -182,17 +202,50 @@ def cpu(ru):
     return ru.ru_utime + ru.ru_stime
 
 
+def become_subreaper():
+    """Orphans of our children (ssh ControlPersist masters, which daemonise) are re-parented to this process, so that
+    their CPU reaches our RUSAGE_CHILDREN when we reap them (prctl PR_SET_CHILD_SUBREAPER, Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def reap_leftovers():
+    """Stop and reap what our children left running (ssh masters re-parented to us); returns how many."""
+    me = str(os.getpid())
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    ppid = next(line.split()[1] for line in f if line.startswith("PPid:"))
+            except (OSError, StopIteration):
+                continue
+            if ppid == me:
+                pids.append(int(entry))
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    return len(pids)
+
+
 def run_playbook(playbook, inventory, env, log):
-    """ansible-playbook with the json callback; returns wall s, CPU s of its process tree, rc, parsed output."""
+    """ansible-playbook with the json callback; returns wall s, CPU s of its process tree (with the ssh masters it
+    left behind, stopped and reaped at the end of the run), rc, parsed output."""
     env = dict(env, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory, playbook]
     load_before = os.getloadavg()[0]
+    before = cpu(resource.getrusage(resource.RUSAGE_CHILDREN))
     t0 = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        _, status, ru = os.wait4(proc.pid, 0)
+        proc.wait()
     wall = time.monotonic() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    masters = reap_leftovers()
+    used = cpu(resource.getrusage(resource.RUSAGE_CHILDREN)) - before
     with open(log) as f:
         text = f.read()
     try:
@@ -201,7 +254,8 @@ def run_playbook(playbook, inventory, env, log):
         result = None
     return {
         "wall": wall,
-        "cpu": cpu(ru),
+        "cpu": used,
+        "masters": masters,
         "rc": proc.returncode,
         "result": result,
         "log": log,
@@ -286,14 +340,31 @@ def blog_commands():
     return count
 
 
-def run_blog(nodes, mirror_base, workdir, run):
-    """The blog's script on every node at once, like pdsh: podman cp + podman exec per node."""
-    trap = "trap 'echo \"blog_setup: FAILED ($?): $BASH_COMMAND\" >&2' ERR; . /tmp/blog_setup.sh"
+def ssh_options(env):
+    """The lab's SSH login as plain ssh/scp options (what an operator's pdsh/pdcp would use): key, known_hosts."""
+    lab_dir = os.path.join(env["LAB_SSH_ROOT"], BENCH_LAB)
+    return [
+        "-i", os.path.join(lab_dir, "id_ed25519"), "-o", "IdentitiesOnly=yes",
+        "-o", f"UserKnownHostsFile={os.path.join(lab_dir, 'known_hosts')}", "-o", "GlobalKnownHostsFile=/dev/null",
+        "-o", "StrictHostKeyChecking=yes", "-o", "ControlMaster=no", "-o", "BatchMode=yes",
+    ]  # fmt: skip
+
+
+def run_blog(nodes, addresses, mirror_base, workdir, run, env):
+    """The blog's script on every node at once, like pdcp + pdsh: scp, then ssh <node> bash, per node."""
+    trap = (
+        f"cd /root && export CUDA_REPO_BASE={mirror_base} && "
+        "trap 'echo \"blog_setup: FAILED ($?): $BASH_COMMAND\" >&2' ERR; . /tmp/blog_setup.sh"
+    )
+    options = ssh_options(env)
 
     def one(node):
-        subprocess.run(["podman", "cp", BLOG_SCRIPT, f"{node}:/tmp/blog_setup.sh"], check=True, capture_output=True)
+        address = addresses[node]
+        subprocess.run(
+            ["scp", "-q", *options, BLOG_SCRIPT, f"root@{address}:/tmp/blog_setup.sh"], check=True, capture_output=True
+        )
         proc = subprocess.run(
-            ["podman", "exec", "-w", "/root", "-e", f"CUDA_REPO_BASE={mirror_base}", node, "bash", "-c", trap],
+            ["ssh", *options, f"root@{address}", "bash", "-c", shlex.quote(trap)],
             capture_output=True,
             text=True,
             timeout=1800,
@@ -315,7 +386,7 @@ def run_blog(nodes, mirror_base, workdir, run):
         "nodes": len(nodes),
         "hosts": len(nodes),
         "tool": "blog script",
-        "config": "podman exec, fan-out 32",
+        "config": "scp + ssh, fan-out 32",
         "run": run,
         "wall": wall,
         "cpu": used,
@@ -358,7 +429,7 @@ HEADER = (
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="1,4,16,32", help="comma-separated node counts")
-    parser.add_argument("--configs", default="default,factcache,mitogen,mitogen+factcache")
+    parser.add_argument("--configs", default="default,pipelining,mitogen,podman")
     parser.add_argument("--no-baseline", action="store_true", help="skip the blog's script")
     parser.add_argument("--json", help="write every row (and log paths) to this file")
     parser.add_argument("--keep", action="store_true", help="leave the bench nodes and the temporary directory")
@@ -369,6 +440,7 @@ def main():
     if unknown:
         parser.error(f"--configs: unknown {unknown}; choose from {', '.join(CONFIGS)}")
 
+    become_subreaper()
     workdir = tempfile.mkdtemp(prefix="site-bench-")
     env = base_env(workdir)
     base = mirror_base() if not args.no_baseline else None
@@ -379,9 +451,7 @@ def main():
         for n in counts:
             for config in configs:
                 cdir = os.path.join(workdir, f"n{n}-{config}")
-                inventory = write_inventory(
-                    os.path.join(cdir, "inventory"), n, connection="podman" if "mitogen" in config else None
-                )
+                inventory = write_inventory(os.path.join(cdir, "inventory"), n)
                 fresh_nodes(inventory, env, cdir)
                 cenv = config_env(config, env, cdir)
                 for run in ("converge", "re-run"):
@@ -402,8 +472,9 @@ def main():
                 bdir = os.path.join(workdir, f"n{n}-blog")
                 inventory = write_inventory(os.path.join(bdir, "inventory"), n)
                 fresh_nodes(inventory, env, bdir)
+                addresses = {name: gpu_vars(i)["ansible_host"] for i, name in enumerate(node_names(n), start=1)}
                 for run in ("first run", "re-run"):
-                    row = run_blog(node_names(n), base, bdir, run)
+                    row = run_blog(node_names(n), addresses, base, bdir, run, env)
                     rows.append(row)
                     print(fmt_row(row), flush=True)
                 print(

@@ -6,9 +6,10 @@ set -euo pipefail
 
 # podman/runc/debootstrap: lab containers and images; apt-utils/gnupg/dpkg-dev: the lab CUDA apt mirror
 # (tests/lab/mirror). With --kernel-lab also qemu for the real-kernel lab (tests/lab/kernel).
-packages=(podman runc debootstrap apt-utils gnupg dpkg-dev)
+# openssh-client: the lab reaches its containers over SSH.
+packages=(podman runc debootstrap apt-utils gnupg dpkg-dev openssh-client)
 if [[ "${1:-}" == "--kernel-lab" ]]; then
-  packages+=(qemu-system-x86 qemu-utils e2fsprogs openssh-client)
+  packages+=(qemu-system-x86 qemu-utils e2fsprogs)
 fi
 
 missing=()

@@ -29,7 +29,9 @@ def test_inventory_is_the_lab_shape_with_bench_nodes_and_lab_group_vars(tmp_path
     assert len(set(guids)) == 4 and all(re.fullmatch(r"0x[0-9a-f]{16}", guid) for guid in guids), guids
     addresses = [values["lab_fabric_address"] for values in gpus.values()]
     assert len(set(addresses)) == 3 and all(ipaddress.ip_interface(a).network.prefixlen == 24 for a in addresses)
-    assert {values["lab_fabric_network"] for values in hosts.values()} == {"gpucluster-bench-fabric"}
+    assert {values["lab_name"] for values in hosts.values()} == {"bench"}
+    managed = [ipaddress.ip_address(values["ansible_host"]) for values in hosts.values()]
+    assert len(set(managed)) == 4 and all(a in ipaddress.ip_network("10.88.0.0/16") for a in managed), managed
     assert os.path.realpath(os.path.join(inventory, "group_vars")) == os.path.realpath(
         os.path.join(site_bench.LAB_INVENTORY, "group_vars")
     )
@@ -43,12 +45,32 @@ def test_thirty_two_nodes_get_distinct_guids_and_addresses(tmp_path):
     assert len({v["lab_fabric_address"] for v in gpus.values()}) == 32
 
 
-def test_mitogen_connection_is_a_host_variable(tmp_path):
-    inventory = site_bench.write_inventory(str(tmp_path / "inv"), 2, connection="podman")
-    with open(os.path.join(inventory, "hosts.yml")) as f:
-        children = yaml.safe_load(f)["all"]["children"]
-    hosts = {**children["gpu_nodes"]["hosts"], **children["subnet_managers"]["hosts"]}
-    assert {values["ansible_connection"] for values in hosts.values()} == {"podman"}
+def test_configurations_set_only_their_own_environment(tmp_path):
+    env = {"LAB_SSH_ROOT": "/x", "PATH": "/bin"}
+    assert site_bench.config_env("podman", env, str(tmp_path))["LAB_CONNECTION"] == "podman"
+    assert site_bench.config_env("pipelining", env, str(tmp_path))["ANSIBLE_PIPELINING"] == "true"
+    default = site_bench.config_env("default", env, str(tmp_path))
+    assert "LAB_CONNECTION" not in default and "ANSIBLE_PIPELINING" not in default
+    assert default["ANSIBLE_SSH_CONTROL_PATH_DIR"] == str(tmp_path / "cp")
+
+
+def test_leftover_children_are_reaped_and_counted():
+    """A daemonised grandchild (as an ssh ControlPersist master) is re-parented to the benchmark and reaped."""
+    import resource
+    import subprocess
+
+    site_bench.become_subreaper()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The child forks a busy grandchild and exits at once, like `ssh -o ControlPersist` does.
+    subprocess.run(
+        [sys.executable, "-c", "import os,time\nif os.fork()==0:\n t=time.time()\n while True: pass\n"], check=True
+    )
+    import time
+
+    time.sleep(0.5)
+    assert site_bench.reap_leftovers() == 1
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert (after.ru_utime - before.ru_utime) > 0.2
 
 
 def test_changes_on_the_controller_are_told_apart_from_changes_on_nodes():

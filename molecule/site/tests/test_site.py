@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,14 +16,93 @@ SUBNET_MANAGERS = RUNNER.get_hosts("subnet_managers")
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 
 
-def _host(name):
-    # The lab inventory names its connection containers.podman.podman, which testinfra's Ansible inventory reader
-    # does not map to a backend; the inventory host name is the container's name.
-    return testinfra.get_host(f"podman://{name}")
-
-
 def _vars(name):
     return RUNNER.get_variables(name)
+
+
+def _ssh_dir(name):
+    # The lab's SSH material (tests/lab/playbooks/lab_up.yml); the inventory's own values are Jinja, which testinfra
+    # does not template, so the same paths are built here from LAB_SSH_ROOT and the host's lab_name.
+    return Path(os.environ["LAB_SSH_ROOT"]) / _vars(name)["lab_name"]
+
+
+def _host(name):
+    """The host over SSH, as Ansible reaches it: its management address, the lab's key and known_hosts."""
+    ssh_dir = _ssh_dir(name)
+    return testinfra.get_host(
+        f"ssh://root@{_vars(name)['ansible_host']}",
+        ssh_identity_file=str(ssh_dir / "id_ed25519"),
+        ssh_extra_args=f"-o UserKnownHostsFile={ssh_dir / 'known_hosts'} -o GlobalKnownHostsFile=/dev/null"
+        " -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes",
+    )
+
+
+def _container_networks(name):
+    """{network: {MacAddress, IPAddress, ...}} of the host's container, as podman attached it."""
+    out = subprocess.run(["podman", "inspect", name], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)[0]["NetworkSettings"]["Networks"]
+
+
+def _fabric_network(name):
+    """The podman network of the lab's fabric bridge: the container's one network besides the management one."""
+    others = [network for network in _container_networks(name) if network != "podman"]
+    assert len(others) == 1, others
+    return others[0]
+
+
+def _interface_with_mac(host, mac):
+    links = json.loads(host.check_output("ip -j link show"))
+    names = [link["ifname"] for link in links if link.get("address", "").lower() == mac.lower()]
+    assert len(names) == 1, (mac, links)
+    return names[0]
+
+
+@pytest.mark.parametrize("name", [*GPU_NODES, *SUBNET_MANAGERS])
+def test_reached_over_ssh_with_the_lab_known_hosts(name):
+    """The connection is SSH with strict host key checking against the lab's known_hosts, never podman exec."""
+    assert os.environ.get("LAB_CONNECTION", "ssh") == "ssh"
+    known = (_ssh_dir(name) / "known_hosts").read_text().split()
+    assert _vars(name)["ansible_host"] in known
+    host = _host(name)
+    assert host.backend.NAME == "ssh"
+    assert host.check_output("hostname") == name
+    # The management interface is eth0, attached to podman's default network at the inventory's address.
+    mgmt = _container_networks(name)["podman"]
+    assert mgmt["IPAddress"] == _vars(name)["ansible_host"]
+    assert _interface_with_mac(host, mgmt["MacAddress"]) == "eth0"
+
+
+@pytest.mark.parametrize("name", GPU_NODES)
+def test_fabric_address_on_the_fabric_bridge_interface_and_traffic_leaves_through_it(name):
+    """The fabric address sits on the interface podman attached to the fabric bridge (by MAC, not by name), and
+    traffic to the other node's fabric address leaves through it: the route, the counters and the neighbour entry
+    (the peer's fabric MAC, so no ARP flux through the management NIC)."""
+    host = _host(name)
+    fabric_network = _fabric_network(name)
+    fabric = _interface_with_mac(host, _container_networks(name)[fabric_network]["MacAddress"])
+    assert fabric == "eth1"
+    address = _vars(name)["lab_fabric_address"].split("/")[0]
+    assert address in host.check_output(f"ip -o -4 addr show dev {fabric}")
+    assert address not in host.check_output(f"ip -o -4 addr show | grep -v ' {fabric} ' || true")
+    for peer in GPU_NODES:
+        if peer == name:
+            continue
+        peer_address = _vars(peer)["lab_fabric_address"].split("/")[0]
+        peer_mac = _container_networks(peer)[fabric_network]["MacAddress"].lower()
+        route = json.loads(host.check_output(f"ip -j route get {peer_address} from {address}"))[0]
+        assert route["dev"] == fabric, route
+        counters = f"/sys/class/net/{fabric}/statistics/tx_packets"
+        before = int(host.check_output(f"cat {counters}"))
+        # Ten UDP datagrams from the fabric address to the peer's (discard port): ARP, then the datagrams.
+        host.check_output(
+            "python3 -c 'import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+            's.bind((sys.argv[1], 0)); [s.sendto(b"x", (sys.argv[2], 9)) for _ in range(10)]\' '
+            f"{address} {peer_address}"
+        )
+        assert int(host.check_output(f"cat {counters}")) - before >= 10
+        neighbours = json.loads(host.check_output(f"ip -j neigh show {peer_address}"))
+        assert neighbours and all(n["dev"] == fabric for n in neighbours), neighbours
+        assert {n.get("lladdr", "").lower() for n in neighbours} == {peer_mac}, neighbours
 
 
 def _guid(text):

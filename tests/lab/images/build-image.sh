@@ -47,6 +47,17 @@ printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' >"$r
 # Parallel lab containers share this machine's resolver and link: a passing "Temporary failure resolving"
 # must not fail a test, so apt retries each download (with back-off).
 printf 'Acquire::Retries "6";\n' >>"$rootfs/etc/apt/apt.conf.d/90gpucluster-lab"
+# sshd: no host keys baked into the image (every container would share them). tests/lab/playbooks/lab_up.yml
+# mounts a per-host ed25519 key made on the controller, whose public half it writes to the lab's known_hosts, and the
+# lab's login key as root's authorized_keys. A container started without a key (a role scenario reached by the
+# driver's own connection) simply has no sshd: the condition keeps the boot clean ("running", not "degraded").
+rm -f "$rootfs"/etc/ssh/ssh_host_*
+mkdir -p "$rootfs/etc/ssh/sshd_config.d" "$rootfs/etc/systemd/system/ssh.service.d"
+printf '%s\n' 'HostKey /etc/ssh/ssh_host_ed25519_key' 'PermitRootLogin prohibit-password' \
+  'PasswordAuthentication no' 'KbdInteractiveAuthentication no' 'UseDNS no' \
+  >"$rootfs/etc/ssh/sshd_config.d/gpucluster-lab.conf"
+printf '[Unit]\nConditionPathExists=/etc/ssh/ssh_host_ed25519_key\n' \
+  >"$rootfs/etc/systemd/system/ssh.service.d/gpucluster-lab.conf"
 rm -rf "$rootfs/var/lib/apt/lists/"* "$rootfs/var/cache/apt/archives/"*.deb
 : >"$rootfs/etc/machine-id"
 
