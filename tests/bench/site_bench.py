@@ -3,7 +3,7 @@
 For each node count N (default 1, 4, 16, 32) the benchmark writes a temporary inventory shaped like
 inventories/lab/hosts.yml: N GPU nodes bench-gpu-NN in group gpu_nodes and one subnet manager bench-sm-01, each with
 its own fabric port GUID (the ibsim fabric is generated from them), the GPU nodes with a fabric address, all on the
-management address (ansible_host) and its lab name `bench` (group_vars is inventories/lab/group_vars itself,
+management address (lab_mgmt_address) and its lab name `bench` (group_vars is inventories/lab/group_vars itself,
 linked: the fabric network gpucluster-bench-fabric, SSH with the bench lab's own keys and known_hosts). It starts them
 with tests/lab/playbooks/lab_up.yml, as `make lab` does (ibsim on the SM, the lab CUDA mirror, sshd), and measures:
 
@@ -69,7 +69,7 @@ GPU_GROUP = "gpu_nodes"
 SM_GROUP = "subnet_managers"
 FANOUT = 32  # pdsh's default
 CONFIGS = ("default", "pipelining", "podman", "factcache", "pipelining+factcache", "mitogen", "mitogen+factcache")
-BENCH_MGMT_PREFIX = "10.88.87"  # management addresses (ansible_host) on podman's default network
+BENCH_MGMT_PREFIX = "10.88.87"  # management addresses (lab_mgmt_address) on podman's default network
 
 
 SM_NODE = "bench-sm-01"
@@ -84,7 +84,7 @@ def gpu_vars(i):
     """Host variables of GPU node i (1-based): a management address, a port GUID for ibsim, a fabric address, the
     bench's lab name."""
     return {
-        "ansible_host": f"{BENCH_MGMT_PREFIX}.{10 + i}",
+        "lab_mgmt_address": f"{BENCH_MGMT_PREFIX}.{10 + i}",
         "fabric_port_guids": [f"0x0002c90300d{i:03x}01"],
         "lab_fabric_address": f"192.168.87.{10 + i}/24",
         "lab_name": BENCH_LAB,
@@ -115,7 +115,7 @@ def write_inventory(directory, n):
     children.setdefault(GPU_GROUP, {})["hosts"] = {name: gpu_vars(i) for i, name in enumerate(node_names(n), start=1)}
     children.setdefault(SM_GROUP, {})["hosts"] = {
         SM_NODE: {
-            "ansible_host": f"{BENCH_MGMT_PREFIX}.2",
+            "lab_mgmt_address": f"{BENCH_MGMT_PREFIX}.2",
             "fabric_port_guids": ["0x0002c90300d00001"],
             "lab_name": BENCH_LAB,
         }
@@ -472,7 +472,7 @@ def main():
                 bdir = os.path.join(workdir, f"n{n}-blog")
                 inventory = write_inventory(os.path.join(bdir, "inventory"), n)
                 fresh_nodes(inventory, env, bdir)
-                addresses = {name: gpu_vars(i)["ansible_host"] for i, name in enumerate(node_names(n), start=1)}
+                addresses = {name: gpu_vars(i)["lab_mgmt_address"] for i, name in enumerate(node_names(n), start=1)}
                 for run in ("first run", "re-run"):
                     row = run_blog(node_names(n), addresses, base, bdir, run, env)
                     rows.append(row)

@@ -30,7 +30,7 @@ def _host(name):
     """The host over SSH, as Ansible reaches it: its management address, the lab's key and known_hosts."""
     ssh_dir = _ssh_dir(name)
     return testinfra.get_host(
-        f"ssh://root@{_vars(name)['ansible_host']}",
+        f"ssh://root@{_vars(name)['lab_mgmt_address']}",
         ssh_identity_file=str(ssh_dir / "id_ed25519"),
         ssh_extra_args=f"-o UserKnownHostsFile={ssh_dir / 'known_hosts'} -o GlobalKnownHostsFile=/dev/null"
         " -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes",
@@ -62,13 +62,13 @@ def test_reached_over_ssh_with_the_lab_known_hosts(name):
     """The connection is SSH with strict host key checking against the lab's known_hosts, never podman exec."""
     assert os.environ.get("LAB_CONNECTION", "ssh") == "ssh"
     known = (_ssh_dir(name) / "known_hosts").read_text().split()
-    assert _vars(name)["ansible_host"] in known
+    assert _vars(name)["lab_mgmt_address"] in known
     host = _host(name)
     assert host.backend.NAME == "ssh"
     assert host.check_output("hostname") == name
     # The management interface is eth0, attached to podman's default network at the inventory's address.
     mgmt = _container_networks(name)["podman"]
-    assert mgmt["IPAddress"] == _vars(name)["ansible_host"]
+    assert mgmt["IPAddress"] == _vars(name)["lab_mgmt_address"]
     assert _interface_with_mac(host, mgmt["MacAddress"]) == "eth0"
 
 
