@@ -10,7 +10,8 @@ from two side_effect steps of its test sequence (molecule/site/faults.yml):
   1. a bad inventory value fails in the preflight play, before any host changes (hosts compared before/after);
   2. an unreachable node does not stop the others and is reported (recap and validation report); on the converged
      lab this run is also the scenario's no-op re-run: nothing may change on the hosts it reaches;
-  3. the CUDA mirror going away mid-run (a blackhole route on one node once the nccl role starts an NCCL change)
+  3. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
+     starts an NCCL change; only that port: the controller's SSH sessions come from the same address)
      fails clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
 
 The scenario passes the lab in the environment: FAULT_LAB_GPUS, FAULT_LAB_SMS (host names, comma-separated),
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -112,7 +114,7 @@ def lab(tmp_path_factory):
     report_dir = Path(os.environ.get("LAB_REPORT_DIR") or base / "reports")
     yield {"base": base, "inventory": _inventory(base / "inventory"), "reports": report_dir}
     for host in GPUS:
-        _podman("exec", host, "ip", "route", "flush", "type", "blackhole", check=False)
+        _podman("exec", host, "ip", "rule", "del", *_mirror_cut_rule(), check=False)
 
 
 @pytest.mark.parametrize(
@@ -212,16 +214,25 @@ def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):
         _podman("start", lost)
 
 
-def _mirror_gateway():
-    config = json.loads(_podman("network", "inspect", "podman").stdout)[0]
-    return config["subnets"][0]["gateway"]
+def _mirror_endpoint():
+    """(address, port) of the lab CUDA mirror, from its manifest (tests/lab/mirror/mirror.sh)."""
+    cache = Path(os.environ.get("LAB_MIRROR_CACHE", "/var/tmp/gpucluster-lab-mirror"))
+    url = urllib.parse.urlsplit(json.loads((cache / "current.json").read_text())["url"])
+    return url.hostname, url.port
+
+
+def _mirror_cut_rule():
+    """An `ip rule` selector and action that drop the node's TCP traffic to the mirror and nothing else: the mirror
+    listens on the address the controller's SSH sessions come from, so a route to it would cut Ansible off too."""
+    address, port = _mirror_endpoint()
+    return ["to", f"{address}/32", "ipproto", "6", "dport", str(port), "blackhole"]
 
 
 def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
     victim, other = GPUS
     before = _podman("exec", victim, "dpkg-query", "-W", "-f=${Version}", "libnccl2").stdout
     assert before == "2.21.5-1+cuda12.4"
-    gateway = _mirror_gateway()
+    gateway, _ = _mirror_endpoint()
     proc = subprocess.Popen(
         [
             ANSIBLE_PLAYBOOK,
@@ -242,7 +253,7 @@ def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
     for line in proc.stdout:
         lines.append(line)
         if not cut and "TASK [gpucluster.fabric.nccl :" in line:
-            _podman("exec", victim, "ip", "route", "add", "blackhole", f"{gateway}/32")
+            _podman("exec", victim, "ip", "rule", "add", *_mirror_cut_rule())
             cut = True
     proc.wait(timeout=300)
     output = "".join(lines)
@@ -250,7 +261,8 @@ def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
         assert cut, output[-3000:]
         assert proc.returncode != 0, output[-4000:]
         recap = _recap(output)
-        assert recap[victim]["failed"] >= 1, output[-4000:]
+        # The mirror is cut, not the node: the task fails, the connection stays.
+        assert recap[victim]["failed"] >= 1 and recap[victim]["unreachable"] == 0, output[-4000:]
         assert recap[other]["failed"] == 0 and recap[other]["unreachable"] == 0, output[-4000:]
         failure = output[output.index(f"fatal: [{victim}]") :][:3000]
         assert "2.23.4" in failure or gateway in failure or "mirror" in failure.lower(), failure
@@ -267,7 +279,7 @@ def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
         other_version = _podman("exec", other, "dpkg-query", "-W", "-f=${Version}", "libnccl2").stdout
         assert other_version == "2.23.4-1+cuda12.6"
     finally:
-        _podman("exec", victim, "ip", "route", "del", "blackhole", f"{gateway}/32", check=False)
+        _podman("exec", victim, "ip", "rule", "del", *_mirror_cut_rule(), check=False)
 
 
 if __name__ == "__main__":  # pragma: no cover
