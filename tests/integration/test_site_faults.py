@@ -22,6 +22,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -96,6 +97,22 @@ def _recap(output):
 
 def _podman(*args, check=True):
     return subprocess.run(["podman", *args], capture_output=True, text=True, check=check)
+
+
+def _wait_for_ssh(host, timeout=120):
+    """Until `host` answers on SSH port 22 at its management address (its sshd is up again)."""
+    address = yaml.safe_load((HOST_VARS / f"{host}.yml").read_text())["lab_mgmt_address"]
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with socket.create_connection((address, 22), timeout=2) as sock:
+                if sock.recv(64).startswith(b"SSH-"):
+                    return
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise AssertionError(f"{host} ({address}) did not answer on SSH within {timeout} s")
+        time.sleep(1)
 
 
 def _state(host):
@@ -212,6 +229,10 @@ def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):
         assert mine and all(c["status"] != "failed" for c in mine), mine
     finally:
         _podman("start", lost)
+        # Back as a server: booted, sshd listening. Over SSH a node that is still booting is unreachable (podman
+        # exec reached it at once), and the next test needs it.
+        _podman("exec", lost, "systemctl", "is-system-running", "--wait", check=False)
+        _wait_for_ssh(lost)
 
 
 def _mirror_endpoint():
