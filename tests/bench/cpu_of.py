@@ -3,9 +3,11 @@
     python3 tests/bench/cpu_of.py [--json FILE] -- make lab
 
 `time make lab` misses the CPU of ssh masters: they daemonise, so no process of the command reaps them. This runs
-the command as a child subreaper (site_bench.become_subreaper), then stops and reaps whatever it left running, so that
-their CPU is counted with the rest (RUSAGE_CHILDREN). Masters that were running before the command started are not
-its own: stop them first (`pkill -f 'ssh: .*\\[mux\\]'`) for a cold measurement. Exits with the command's status.
+the command as a child subreaper (site_bench.subreaper), then stops the ssh masters it left running and reaps them
+and its exited orphans (podman exec's conmon), so that their CPU is counted with the rest (RUSAGE_CHILDREN). The
+containers' own monitors (conmon) of a command that starts containers are re-parented to it too and left running.
+Masters that were running before the command started are not its own: stop them first
+(`pkill -f 'ssh: .*\\[mux\\]'`) for a cold measurement. Exits with the command's status.
 """
 
 import argparse
@@ -28,7 +30,7 @@ def main():
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command")
-    site_bench.become_subreaper()
+    site_bench.subreaper(True)
     load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()

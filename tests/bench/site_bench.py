@@ -202,34 +202,48 @@ def cpu(ru):
     return ru.ru_utime + ru.ru_stime
 
 
-def become_subreaper():
-    """Orphans of our children (ssh ControlPersist masters, which daemonise) are re-parented to this process, so that
-    their CPU reaches our RUSAGE_CHILDREN when we reap them (prctl PR_SET_CHILD_SUBREAPER, Linux)."""
+def subreaper(on):
+    """While on, orphans of our children (ssh ControlPersist masters, which daemonise; podman exec's conmon) are
+    re-parented to this process, so that their CPU reaches our RUSAGE_CHILDREN when we reap them (prctl
+    PR_SET_CHILD_SUBREAPER, Linux). Turned on only around a measured run: the lab's containers, started by lab_up.yml
+    between runs, keep init as their monitors' parent."""
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(36, 1, 0, 0, 0) != 0:
+    if libc.prctl(36, 1 if on else 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
-def reap_leftovers():
-    """Stop and reap what our children left running (ssh masters re-parented to us); returns how many."""
+def _children():
+    """{pid: (name, state)} of this process's children."""
     me = str(os.getpid())
-    pids = []
+    found = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status") as f:
-                    ppid = next(line.split()[1] for line in f if line.startswith("PPid:"))
-            except (OSError, StopIteration):
-                continue
-            if ppid == me:
-                pids.append(int(entry))
-    for pid in pids:
+        if not entry.isdigit():
+            continue
         try:
-            os.kill(pid, signal.SIGTERM)
+            with open(f"/proc/{entry}/status") as f:
+                status = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+        except OSError:
+            continue
+        if status.get("PPid") == me:
+            found[int(entry)] = (status.get("Name", ""), status.get("State", "")[:1])
+    return found
+
+
+def reap_leftovers():
+    """Reap what a measured run left: exited orphans (zombies) and the ssh masters, which are stopped first.
+    Anything else still running is left alone. Returns how many were reaped."""
+    reaped = 0
+    for pid, (name, state) in _children().items():
+        if state != "Z" and name != "ssh":
+            continue
+        try:
+            if state != "Z":
+                os.kill(pid, signal.SIGTERM)
             os.waitpid(pid, 0)
+            reaped += 1
         except (ProcessLookupError, ChildProcessError):
             pass
-    return len(pids)
+    return reaped
 
 
 def run_playbook(playbook, inventory, env, log):
@@ -239,12 +253,14 @@ def run_playbook(playbook, inventory, env, log):
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory, playbook]
     load_before = os.getloadavg()[0]
     before = cpu(resource.getrusage(resource.RUSAGE_CHILDREN))
+    subreaper(True)
     t0 = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         proc.wait()
     wall = time.monotonic() - t0
     masters = reap_leftovers()
+    subreaper(False)
     used = cpu(resource.getrusage(resource.RUSAGE_CHILDREN)) - before
     with open(log) as f:
         text = f.read()
@@ -440,7 +456,6 @@ def main():
     if unknown:
         parser.error(f"--configs: unknown {unknown}; choose from {', '.join(CONFIGS)}")
 
-    become_subreaper()
     workdir = tempfile.mkdtemp(prefix="site-bench-")
     env = base_env(workdir)
     base = mirror_base() if not args.no_baseline else None

@@ -4,7 +4,10 @@ against the no-op re-run, and the baseline's command count."""
 import ipaddress
 import os
 import re
+import resource
+import subprocess
 import sys
+import time
 
 import yaml
 
@@ -55,22 +58,31 @@ def test_configurations_set_only_their_own_environment(tmp_path):
 
 
 def test_leftover_children_are_reaped_and_counted():
-    """A daemonised grandchild (as an ssh ControlPersist master) is re-parented to the benchmark and reaped."""
-    import resource
-    import subprocess
-
-    site_bench.become_subreaper()
+    """A daemonised grandchild named ssh (as a ControlPersist master) is re-parented to the benchmark, stopped and
+    reaped, its CPU counted; another live one (as a container's monitor) is left alone."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # The child forks a busy grandchild and exits at once, like `ssh -o ControlPersist` does.
-    subprocess.run(
-        [sys.executable, "-c", "import os,time\nif os.fork()==0:\n t=time.time()\n while True: pass\n"], check=True
+    script = (
+        "import ctypes, os, time\n"
+        "if os.fork() == 0:\n"
+        "    ctypes.CDLL(None).prctl(15, b'ssh', 0, 0, 0)\n"
+        "    while True: pass\n"
+        "if os.fork() == 0:\n"
+        "    time.sleep(30)\n"
     )
-    import time
-
-    time.sleep(0.5)
-    assert site_bench.reap_leftovers() == 1
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    assert (after.ru_utime - before.ru_utime) > 0.2
+    site_bench.subreaper(True)
+    try:
+        subprocess.run([sys.executable, "-c", script], check=True)
+        time.sleep(0.5)
+        assert site_bench.reap_leftovers() == 1
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        assert (after.ru_utime - before.ru_utime) > 0.2
+        left = [pid for pid, (name, _) in site_bench._children().items() if name != "ssh"]
+        assert len(left) == 1
+    finally:
+        site_bench.subreaper(False)
+        for pid in site_bench._children():
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
 
 
 def test_changes_on_the_controller_are_told_apart_from_changes_on_nodes():
