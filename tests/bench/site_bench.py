@@ -27,8 +27,9 @@ with tests/lab/playbooks/lab_up.yml, as `make lab` does (ibsim on the SM, the la
 
 Controller CPU is user+system time of the measured process tree (os.wait4 of ansible-playbook, which includes every
 ssh or podman process it reaped; for the baseline the RUSAGE_CHILDREN delta of the scp/ssh processes this script
-runs). An ssh ControlPersist master outlives its ansible-playbook and is not reaped by it: the benchmark runs every
-configuration with its own control directory and adds the masters' CPU (read from /proc before they are stopped).
+runs). An ssh ControlPersist master outlives its ansible-playbook and is not reaped by it: during a measured run the
+benchmark is a child subreaper, and at the run's end it stops the masters and reaps them with podman exec's exited
+conmon processes, so their CPU is counted (each configuration also gets its own control directory).
 Work inside the containers is not controller CPU and is not counted. Wall times depend on the machine's load: the
 load average is printed with every row.
 
