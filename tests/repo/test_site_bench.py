@@ -57,25 +57,34 @@ def test_configurations_set_only_their_own_environment(tmp_path):
     assert default["ANSIBLE_SSH_CONTROL_PATH_DIR"] == str(tmp_path / "cp")
 
 
-def test_leftover_children_are_reaped_and_counted():
+def test_leftover_children_are_reaped_and_counted(tmp_path):
     """A daemonised grandchild named ssh (as a ControlPersist master) is re-parented to the benchmark, stopped and
-    reaped, its CPU counted; another live one (as a container's monitor) is left alone."""
+    reaped, its CPU counted; another live one (as a container's monitor) is left alone.
+
+    The grandchild burns a fixed 0.3 s of its own CPU before it says it is ready, so the count does not depend on
+    how busy the machine is."""
+    ready = tmp_path / "ready"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     script = (
-        "import ctypes, os, time\n"
+        "import ctypes, os, signal, sys, time\n"
         "if os.fork() == 0:\n"
+        "    while time.process_time() < 0.3: pass\n"
         "    ctypes.CDLL(None).prctl(15, b'ssh', 0, 0, 0)\n"
-        "    while True: pass\n"
+        "    open(sys.argv[1], 'w').close()\n"
+        "    signal.pause()\n"
         "if os.fork() == 0:\n"
-        "    time.sleep(30)\n"
+        "    time.sleep(120)\n"
     )
     site_bench.subreaper(True)
     try:
-        subprocess.run([sys.executable, "-c", script], check=True)
-        time.sleep(0.5)
+        subprocess.run([sys.executable, "-c", script, str(ready)], check=True)
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the grandchild never burnt its 0.3 CPU s"
+            time.sleep(0.05)
         assert site_bench.reap_leftovers() == 1
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        assert (after.ru_utime - before.ru_utime) > 0.2
+        assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.29
         left = [pid for pid, (name, _) in site_bench._children().items() if name != "ssh"]
         assert len(left) == 1
     finally:
