@@ -358,13 +358,10 @@ def blog_commands():
 
 
 def ssh_options(env):
-    """The lab's SSH login as plain ssh/scp options (what an operator's pdsh/pdcp would use): key, known_hosts."""
-    lab_dir = os.path.join(env["LAB_SSH_ROOT"], BENCH_LAB)
-    return [
-        "-i", os.path.join(lab_dir, "id_ed25519"), "-o", "IdentitiesOnly=yes",
-        "-o", f"UserKnownHostsFile={os.path.join(lab_dir, 'known_hosts')}", "-o", "GlobalKnownHostsFile=/dev/null",
-        "-o", "StrictHostKeyChecking=yes", "-o", "ControlMaster=no", "-o", "BatchMode=yes",
-    ]  # fmt: skip
+    """The lab's SSH login as plain ssh/scp options (what an operator's pdsh/pdcp would use): the bench lab's
+    ssh_config (key, known_hosts; tests/lab/playbooks/lab_up.yml), no connection sharing, no prompts."""
+    config = os.path.join(env["LAB_SSH_ROOT"], BENCH_LAB, "ssh_config")
+    return ["-F", config, "-o", "ControlMaster=no", "-o", "BatchMode=yes"]
 
 
 def run_blog(nodes, addresses, mirror_base, workdir, run, env):

@@ -27,13 +27,9 @@ def _ssh_dir(name):
 
 
 def _host(name):
-    """The host over SSH, as Ansible reaches it: its management address, the lab's key and known_hosts."""
-    ssh_dir = _ssh_dir(name)
+    """The host over SSH, as Ansible reaches it: its management address and the lab's ssh_config (key, known_hosts)."""
     return testinfra.get_host(
-        f"ssh://root@{_vars(name)['lab_mgmt_address']}",
-        ssh_identity_file=str(ssh_dir / "id_ed25519"),
-        ssh_extra_args=f"-o UserKnownHostsFile={ssh_dir / 'known_hosts'} -o GlobalKnownHostsFile=/dev/null"
-        " -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes",
+        f"ssh://root@{_vars(name)['lab_mgmt_address']}", ssh_config=str(_ssh_dir(name) / "ssh_config")
     )
 
 
@@ -63,6 +59,14 @@ def test_reached_over_ssh_with_the_lab_known_hosts(name):
     assert os.environ.get("LAB_CONNECTION", "ssh") == "ssh"
     known = (_ssh_dir(name) / "known_hosts").read_text().split()
     assert _vars(name)["lab_mgmt_address"] in known
+    # What ssh makes of the lab's ssh_config for this host (ssh -G): the lab's known_hosts only, checked strictly.
+    effective = subprocess.run(
+        ["ssh", "-G", "-F", str(_ssh_dir(name) / "ssh_config"), _vars(name)["lab_mgmt_address"]],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert "stricthostkeychecking true" in effective
+    assert f"userknownhostsfile {_ssh_dir(name) / 'known_hosts'}" in effective
+    assert "globalknownhostsfile /dev/null" in effective
     host = _host(name)
     assert host.backend.NAME == "ssh"
     assert host.check_output("hostname") == name
