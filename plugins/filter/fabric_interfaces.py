@@ -59,7 +59,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_mtu  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_model, fabric_mtu  # noqa: E402
 
 
 def fabric_interfaces_errors(
@@ -76,7 +76,7 @@ def fabric_interfaces_errors(
 
 
 def fabric_interfaces_normalise(interfaces):
-    return [fabric_mtu.normalise_interface(iface) for iface in interfaces or []]
+    return [fabric_model.normalise_interface(iface) for iface in interfaces or []]
 
 
 def _wrap(function):
@@ -95,7 +95,7 @@ class FilterModule:
         return {
             "fabric_interfaces_errors": fabric_interfaces_errors,
             "fabric_interfaces_normalise": fabric_interfaces_normalise,
-            "roce_active_mtu": _wrap(fabric_mtu.roce_active_mtu),
-            "ipoib_max_mtu": _wrap(fabric_mtu.ipoib_max_mtu),
+            "roce_active_mtu": _wrap(fabric_model.roce_active_mtu),
+            "ipoib_max_mtu": _wrap(fabric_model.ipoib_max_mtu),
             "neigh_gc_thresholds": _wrap(fabric_mtu.neigh_gc_thresholds),
         }

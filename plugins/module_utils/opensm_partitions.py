@@ -15,14 +15,24 @@ preflight can print them all at once. Nothing here imports Ansible: the same cod
 
 import re
 
-DEFAULT_PKEY = 0x7FFF
-PKEY_MIN = 0x0001
-PKEY_MAX = 0x7FFE
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import (
+    DEFAULT_PKEY,
+    IPOIB_MODES,
+    PKEY_MAX,
+    PKEY_MIN,
+    ib_mtu_code,
+    interface_partition,
+    ipoib_partition_limit,
+    is_int,
+    normalise_interface,
+    parse_int,
+    partition_mtu_bytes,
+    pkey_base,
+)
+
 MEMBERSHIPS = ("full", "limited", "both")
 # OpenSM stores the name in char[32] (osm_partition.h); ',', '=', ':', ';' and '#' are its syntax.
 PARTITION_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,30}$")
-# IBTA MTU codes (IB spec table "MTU"): what partitions.conf `mtu=` takes.
-IB_MTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 # IBTA rate codes (OpenSM ib_types.h IB_PATH_RECORD_RATE_*), keyed by Gb/s: what partitions.conf `rate=` takes.
 IB_RATE_CODES = {
     2.5: 2,
@@ -47,10 +57,6 @@ IB_RATE_CODES = {
     400: 21,
     600: 22,
 }
-# Datagram IPoIB carries a 4-byte IPoIB header inside the IB MTU (RFC 4391).
-IPOIB_DATAGRAM_OVERHEAD = 4
-# OpenSM's own broadcast-group MTU when a partition gives none (OSM_DEFAULT_MGRP_MTU = 4 = 2048 bytes).
-OPENSM_DEFAULT_MGRP_MTU_BYTES = 2048
 
 PARTITION_KEYS = frozenset(("name", "pkey", "ipoib", "mtu", "rate", "sl", "members"))
 DEFAULT_PARTITION_KEYS = frozenset(("membership", "ipoib", "mtu", "rate", "sl", "full_members"))
@@ -90,35 +96,6 @@ def normalize_port_guid(value):
     if int(text, 16) == 0:
         raise ValueError("the zero GUID is not a port GUID")
     return "0x" + text
-
-
-def parse_pkey(value):
-    """Return the P_Key as an int (0x0000-0xffff) from an int or a ``0x``-prefixed hex string; ValueError otherwise.
-
-    Strings without ``0x`` are rejected: ``"8001"`` is ambiguous (a P_Key is always written in hex).
-    """
-    if isinstance(value, bool):
-        raise ValueError("a boolean is not a P_Key")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str):
-        text = value.strip().lower()
-        if not re.match(r"^0x[0-9a-f]{1,4}$", text):
-            raise ValueError("write it as hex with 0x, e.g. 0x0101")
-        number = int(text, 16)
-    else:
-        raise ValueError("not a number")
-    if not 0 <= number <= 0xFFFF:
-        raise ValueError("P_Keys are 16 bits")
-    return number
-
-
-def mtu_bytes_to_code(mtu):
-    """IB MTU in bytes (256, 512, 1024, 2048, 4096) -> IBTA code (1-5). ValueError for anything else."""
-    if isinstance(mtu, bool) or not isinstance(mtu, int) or mtu not in IB_MTU_CODES:
-        choices = ", ".join(str(m) for m in sorted(IB_MTU_CODES))
-        raise ValueError(f"IB MTU must be one of {choices} bytes")
-    return IB_MTU_CODES[mtu]
 
 
 def rate_gbps_to_code(rate):
@@ -193,7 +170,7 @@ def _check_ipoib_flags(item, var, where, errors):
     if ipoib:
         flags.append("ipoib")
     for key, convert, unit, fix in (
-        ("mtu", mtu_bytes_to_code, "mtu", "use the IB MTU in bytes, e.g. 4096 (IPoIB datagram MTU 4092)"),
+        ("mtu", ib_mtu_code, "mtu", "use the IB MTU in bytes, e.g. 4096 (IPoIB datagram MTU 4092)"),
         ("rate", rate_gbps_to_code, "rate", "use the broadcast group rate in Gb/s, e.g. 100, or leave it out"),
     ):
         if item.get(key) is None:
@@ -210,10 +187,14 @@ def _check_ipoib_flags(item, var, where, errors):
             errors.append(f"{where}: {var}.{key}={item[key]!r} is invalid ({exc}); {fix}")
     sl = item.get("sl")
     if sl is not None:
-        if isinstance(sl, bool) or not isinstance(sl, int) or not 0 <= sl <= 15:
+        try:
+            level = parse_int(sl)
+        except ValueError:
+            level = None
+        if level is None or not 0 <= level <= 15:
             errors.append(f"{where}: {var}.sl={sl!r} is not a service level; use 0-15 or leave it out")
         else:
-            flags.append(f"sl={sl}")
+            flags.append(f"sl={level}")
     return flags
 
 
@@ -397,7 +378,7 @@ def resolve_partitions(partitions, hostvars, groups, default_partition=None, hos
             raw_pkey = part.get("pkey")
             if raw_pkey is None:
                 raise ValueError("missing")
-            pkey = parse_pkey(raw_pkey) & DEFAULT_PKEY
+            pkey = pkey_base(raw_pkey)
             if not PKEY_MIN <= pkey <= PKEY_MAX:
                 raise ValueError(
                     f"its low 15 bits are {pkey:#06x}; 0x0000 is invalid and 0x7fff is the Default partition"
@@ -440,11 +421,13 @@ def resolve_partitions(partitions, hostvars, groups, default_partition=None, hos
 
 
 def ipoib_mtu_errors(model, hostvars, hosts=None):
-    """Cross-check ``fabric_interfaces`` IPoIB MTUs against the partitions' broadcast-group MTU.
+    """Cross-check ``fabric_interfaces`` IPoIB MTUs (defaults included) against the partitions' broadcast-group MTU.
 
     An IPoIB interface with P_Key suffix (``ib0.8101``) or a ``pkey`` key belongs to that partition, any other to the
-    Default partition. In datagram mode its MTU can be at most the group's IB MTU minus 4; connected mode is not
-    limited by the group for unicast and is not checked. Only hosts that are members of the partition are checked.
+    Default partition (``fabric_model.interface_partition``). In datagram mode its MTU can be at most the group's IB
+    MTU minus 4; connected mode is not limited by the group for unicast and is not checked
+    (``fabric_model.ipoib_partition_limit``). Only hosts that are members of the partition are checked; malformed
+    entries are left to role fabric_interfaces, which reports them.
     """
     errors = []
     by_pkey = {DEFAULT_PKEY: ("opensm_default_partition", model["default"], None)}
@@ -457,21 +440,16 @@ def ipoib_mtu_errors(model, hostvars, hosts=None):
         if not isinstance(interfaces, (list, tuple)):
             continue
         host_guids = set(model["guids_by_host"].get(host, []))
-        for index, iface in enumerate(interfaces):
-            if not isinstance(iface, dict) or iface.get("kind") != "ipoib":
+        for index, raw in enumerate(interfaces):
+            if not isinstance(raw, dict) or raw.get("kind") != "ipoib":
                 continue
-            if iface.get("mode", "datagram") != "datagram" or not isinstance(iface.get("mtu"), int):
+            iface = normalise_interface(raw)
+            if iface["mode"] not in IPOIB_MODES or not is_int(iface["mtu"]):
                 continue
-            pkey = DEFAULT_PKEY
-            raw = iface.get("pkey")
-            if raw is None:
-                match = re.match(r"^.+\.([0-9a-fA-F]{4})$", str(iface.get("name", "")))
-                raw = "0x" + match.group(1) if match else None
-            if raw is not None:
-                try:
-                    pkey = parse_pkey(raw) & DEFAULT_PKEY
-                except ValueError:
-                    continue
+            try:
+                pkey = interface_partition(iface)
+            except ValueError:
+                continue
             if pkey not in by_pkey:
                 continue
             pvar, part, members = by_pkey[pkey]
@@ -483,11 +461,12 @@ def ipoib_mtu_errors(model, hostvars, hosts=None):
                     f"{pvar} has ipoib off, so OpenSM creates no broadcast group; set {pvar}.ipoib: true"
                 )
                 continue
-            group_mtu = part.get("mtu") or OPENSM_DEFAULT_MGRP_MTU_BYTES
-            if group_mtu not in IB_MTU_CODES:
+            try:
+                limit = ipoib_partition_limit(iface["mode"], part.get("mtu"))
+            except ValueError:
                 continue
-            limit = group_mtu - IPOIB_DATAGRAM_OVERHEAD
-            if iface["mtu"] > limit:
+            if limit is not None and iface["mtu"] > limit:
+                group_mtu = partition_mtu_bytes(part.get("mtu"))
                 errors.append(
                     f"{host}: fabric_interfaces[{index}].mtu={iface['mtu']} ({iface.get('name')}, datagram) is above "
                     f"{limit}, the most the IPoIB broadcast group of {pvar} (mtu {group_mtu}) allows; set "

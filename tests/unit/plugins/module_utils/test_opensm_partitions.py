@@ -283,15 +283,24 @@ def test_no_both_membership_keeps_allow_both_pkeys_off():
 # --- MTU and rate ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mtu, code", [(256, 1), (512, 2), (1024, 3), (2048, 4), (4096, 5)])
-def test_mtu_bytes_to_ibta_code(mtu, code):
-    assert op.mtu_bytes_to_code(mtu) == code
+@pytest.mark.parametrize("mtu", [4096, "4096"])
+def test_partition_mtu_as_int_or_digit_string(mtu):
+    # "4096" passed the role's argument spec (type int) and was then refused here; one rule now: both are 4096.
+    assert render([dict(GPU, mtu=mtu)]).endswith(
+        "gpu=0x0101, ipoib, mtu=5 :\n  0x0002c903000a1b2e=full\n"
+        "  0x0002c903000a1b30=full\n  0x0002c903000a1b40=full ;\n"
+    )
 
 
-@pytest.mark.parametrize("mtu", [4092, 9000, 65520, 5, "4096", True, None])
-def test_mtu_bytes_rejected(mtu):
-    with pytest.raises(ValueError, match="256, 512, 1024, 2048, 4096"):
-        op.mtu_bytes_to_code(mtu)
+@pytest.mark.parametrize("mtu", [4092, 9000, 65520, 5, True])
+def test_partition_mtu_rejected(mtu):
+    msg = one_error([dict(GPU, mtu=mtu)])
+    assert msg.startswith(f"sm1: opensm_partitions[0].mtu={mtu!r} is invalid (IB MTU must be one of 256, 512, 1024")
+
+
+@pytest.mark.parametrize("sl", [3, "3"])
+def test_sl_as_int_or_digit_string(sl):
+    assert "gpu=0x0101, ipoib, mtu=5, sl=3 :" in render([dict(GPU, sl=sl)])
 
 
 def test_partition_mtu_error_names_value_and_fix():
@@ -451,6 +460,16 @@ def test_render_empty_group_becomes_comment():
     groups["empty"] = []
     text = op.partitions_conf([dict(GPU, members=[{"group": "empty", "membership": "full"}])], hostvars, groups)
     assert text.endswith("\n# gpu=0x0101, ipoib, mtu=5 : no members in the inventory, so no partition\n")
+
+
+def test_member_group_without_port_guids_is_an_error():
+    hostvars, groups = inventory()
+    groups["new"] = ["gpu3"]
+    hostvars["gpu3"] = {}
+    _model, errors = op.resolve_partitions(
+        [dict(GPU, members=[{"group": "new", "membership": "full"}])], hostvars, groups, None, SM
+    )
+    assert any("(group new) includes host gpu3, which has no fabric_port_guids" in e for e in errors), errors
 
 
 def test_render_refuses_invalid_inventory_listing_all_errors():
