@@ -198,8 +198,9 @@ def _check_ipoib_flags(item, var, where, errors):
     return flags
 
 
-def _resolve_members(members, var, where, ctx, errors):
-    """Expand member selectors into an ordered {guid: membership} dict; report unknown names and conflicts."""
+def _resolve_members(members, var, where, ctx, errors, owner="Default"):
+    """Expand member selectors into an ordered {guid: membership} dict; report unknown names, empty groups and
+    conflicts. ``owner``: the partition's name, for the messages."""
     resolved = {}
     origin = {}
     if members is None:
@@ -250,6 +251,12 @@ def _resolve_members(members, var, where, ctx, errors):
                     )
                     continue
                 hosts = ctx["groups"][value]
+                if not hosts:
+                    errors.append(
+                        f"{where}: {mvar}.group={value!r} is an empty inventory group, so it gives partition {owner} "
+                        f"no port; add the hosts to group {value}, name the group they are in, or remove this member"
+                    )
+                    continue
             else:
                 if value not in ctx["guids_by_host"]:
                     errors.append(
@@ -398,9 +405,16 @@ def resolve_partitions(partitions, hostvars, groups, default_partition=None, hos
             else:
                 seen_pkeys[pkey] = index
         flags = _check_ipoib_flags(part, var, host, errors)
-        if "members" not in part:
-            errors.append(f"{host}: {var} has no members; list {{group|host|guid, membership}} entries")
-        members = _resolve_members(part.get("members"), var + ".members", host, ctx, errors)
+        members = {}
+        if part.get("members") in (None, [], ()):
+            what = "missing" if "members" not in part else f"members: {'null' if part['members'] is None else '[]'}"
+            errors.append(
+                f"{host}: {var} has no members ({what}); list at least one {{group|host|guid, membership}} entry. "
+                "OpenSM puts a P_Key only into its members' ports, so a partition without members does nothing: "
+                "leave it out of opensm_partitions until it has one"
+            )
+        else:
+            members = _resolve_members(part["members"], var + ".members", host, ctx, errors, owner=name)
         out.append(
             {
                 "name": name,
@@ -495,8 +509,8 @@ def _statement(head, members):
 def render_partitions_conf(model, header=""):
     """Render partitions.conf text from a model returned by resolve_partitions (which must have had no errors).
 
-    Members are sorted so the file is stable whatever the inventory order. A partition without members is written
-    as a comment: OpenSM drops empty partitions anyway.
+    Members are sorted so the file is stable whatever the inventory order; resolve_partitions refuses a partition
+    without members, so every partition here has at least one.
     """
     lines = [header.rstrip("\n")] if header else []
     default = model["default"]
@@ -506,10 +520,7 @@ def render_partitions_conf(model, header=""):
     for part in model["partitions"]:
         lines.append("")
         head = ", ".join([f"{part['name']}={part['pkey']:#06x}"] + part["flags"])
-        if part["members"]:
-            lines += _statement(head, _member_lines(part["members"]))
-        else:
-            lines.append(f"# {head} : no members in the inventory, so no partition")
+        lines += _statement(head, _member_lines(part["members"]))
     return "\n".join(lines) + "\n"
 
 

@@ -180,10 +180,20 @@ def test_unknown_partition_key_is_reported():
     assert msg.startswith("sm1: opensm_partitions[0] has unknown key(s) memebers; allowed:")
 
 
-def test_partition_without_members_key():
+@pytest.mark.parametrize(("members", "shown"), [("missing", "missing"), (None, "members: null"), ([], "members: []")])
+def test_partition_without_members_is_refused_the_same_way(members, shown):
+    # One rule for a missing key, `members:` left empty (YAML null) and `members: []`; null and [] used to
+    # render the partition as a comment without a word.
     part = dict(GPU)
-    del part["members"]
-    assert one_error([part]).startswith("sm1: opensm_partitions[0] has no members")
+    if members == "missing":
+        del part["members"]
+    else:
+        part["members"] = members
+    msg = one_error([part])
+    assert msg.startswith(f"sm1: opensm_partitions[0] has no members ({shown}); list at least one")
+    assert "leave it out of opensm_partitions until it has one" in msg
+    with pytest.raises(op.PartitionError):
+        render([part])
 
 
 # --- members --------------------------------------------------------------------------------------------------------
@@ -455,11 +465,19 @@ def test_render_is_independent_of_inventory_order():
     assert render([dict(GPU, members=members)]) == render([dict(GPU, members=list(reversed(members)))])
 
 
-def test_render_empty_group_becomes_comment():
+def test_empty_member_group_is_an_error_naming_partition_group_and_fix():
+    # It used to turn the partition into a comment in partitions.conf, silently.
     hostvars, groups = inventory()
     groups["empty"] = []
-    text = op.partitions_conf([dict(GPU, members=[{"group": "empty", "membership": "full"}])], hostvars, groups)
-    assert text.endswith("\n# gpu=0x0101, ipoib, mtu=5 : no members in the inventory, so no partition\n")
+    members = [{"group": "empty", "membership": "full"}]
+    model, errors = op.resolve_partitions([dict(GPU, members=members)], hostvars, groups, None, SM)
+    assert errors == [
+        "sm1: opensm_partitions[0].members[0].group='empty' is an empty inventory group, so it gives partition gpu "
+        "no port; add the hosts to group empty, name the group they are in, or remove this member"
+    ]
+    # The same in the Default partition's full_members.
+    _model, errors = op.resolve_partitions([], hostvars, groups, {"full_members": [{"group": "empty"}]}, SM)
+    assert len(errors) == 1 and "gives partition Default no port" in errors[0]
 
 
 def test_member_group_without_port_guids_is_an_error():
