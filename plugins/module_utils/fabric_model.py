@@ -126,29 +126,32 @@ IPOIB_CONNECTED_MAX_MTU = 65520
 ROCE_HEADER_BYTES = 96
 
 
+def _ib_mtu_lookup(value, by_bytes):
+    """The other column of ``_IB_MTU_TABLE`` for ``value`` (int or digit string), or None when it is not there."""
+    try:
+        number = parse_int(value)
+    except ValueError:
+        return None
+    for code, size in _IB_MTU_TABLE:
+        if number == (size if by_bytes else code):
+            return code if by_bytes else size
+    return None
+
+
 def ib_mtu_code(mtu_bytes):
     """IB MTU in bytes (256 ... 4096, int or digit string) -> IBTA code (1-5); ValueError for anything else."""
-    choices = ", ".join(str(size) for size in IB_MTUS)
-    try:
-        number = parse_int(mtu_bytes)
-    except ValueError:
-        number = None
-    for code, size in _IB_MTU_TABLE:
-        if number == size:
-            return code
-    raise ValueError(f"IB MTU must be one of {choices} bytes")
+    code = _ib_mtu_lookup(mtu_bytes, by_bytes=True)
+    if code is None:
+        raise ValueError("IB MTU must be one of {} bytes".format(", ".join(str(size) for size in IB_MTUS)))
+    return code
 
 
 def ib_mtu_bytes(code):
     """IBTA MTU code (1-5, as partitions.conf ``mtu=`` and ``ibv_devinfo`` print it) -> bytes; ValueError otherwise."""
-    try:
-        number = parse_int(code)
-    except ValueError:
-        number = None
-    for known, size in _IB_MTU_TABLE:
-        if number == known:
-            return size
-    raise ValueError(f"IB MTU code must be 1-5, got {code!r}")
+    size = _ib_mtu_lookup(code, by_bytes=False)
+    if size is None:
+        raise ValueError(f"IB MTU code must be 1-5, got {code!r}")
+    return size
 
 
 def partition_mtu_bytes(value):
