@@ -6,10 +6,12 @@ Pure functions only (no Ansible imports), importable on Python 3.8 targets. Ever
 a P_Key, an MTU or a ``fabric_interfaces`` entry goes through these functions, so that one inventory value means the
 same thing everywhere. Sources:
 
-* P_Keys (IBTA spec vol. 1, 10.9.1): 16 bits; the top bit is the membership (1 = full, 0 = limited), the low 15 bits
-  name the partition. OpenSM uses only the low 15 bits of a partitions.conf P_Key (OpenSM doc/partition-config.txt);
-  0x7fff is the Default partition. The kernel names an IPoIB child ``<parent>.<P_Key, 4 hex digits>`` and sets the
-  full-membership bit itself (Documentation/infiniband/ipoib.rst: ``echo 0x8001 > .../ib0/create_child``).
+* P_Keys (IBTA spec vol. 1, Partitioning): 16 bits; the top bit is the membership (1 = full, 0 = limited), the low
+  15 bits name the partition. OpenSM uses only the low 15 bits of a partitions.conf P_Key (OpenSM
+  doc/partition-config.txt); 0x7fff is the Default partition. The kernel names an IPoIB child
+  ``<parent>.<P_Key, 4 hex digits>`` (Documentation/infiniband/ipoib.rst: ``echo 0x8001 > .../ib0/create_child``)
+  and sets the full-membership bit on every child's P_Key (ipoib_main.c ``create_child``, ipoib_netlink.c
+  ``ipoib_new_child_link``), so a child's name always carries the full value.
 * IB MTU codes (IBTA spec vol. 1, table "MTU"; OpenSM partitions.conf ``mtu=``): 1=256 ... 5=4096 bytes.
 * IPoIB datagram mode (IB UD, RFC 4391) carries the IB MTU minus the 4-byte IPoIB header, and never more than the
   partition's broadcast-group MTU, which OpenSM takes from the partition's ``mtu=`` (default 4 = 2048 bytes).
