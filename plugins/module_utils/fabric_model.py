@@ -48,6 +48,33 @@ def is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# --- booleans -------------------------------------------------------------------------------------------------------
+
+# The words ansible-core's ``bool`` filter maps without a deprecation warning (ansible/plugins/filter/core.py,
+# ``_valid_bool_true``/``_valid_bool_false``), so a switch means the same in YAML and in Python.
+_BOOL_TRUE = frozenset(("true", "yes", "on", "1"))
+_BOOL_FALSE = frozenset(("false", "no", "off", "0"))
+
+
+def parse_bool(value):
+    """An inventory boolean: True/False, 0/1, or "true"/"false"/"yes"/"no"/"on"/"off"/"1"/"0" in any case.
+
+    ``-e flag=false`` and AWX surveys pass strings, and ``bool("false")`` is True. Anything else (None, "", "maybe",
+    2) raises ValueError instead of guessing.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return value == 1
+    if isinstance(value, str):
+        word = value.lower()
+        if word in _BOOL_TRUE:
+            return True
+        if word in _BOOL_FALSE:
+            return False
+    raise ValueError(f"{value!r} is not a boolean; write true or false")
+
+
 # --- versions -------------------------------------------------------------------------------------------------------
 
 _VERSION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)*)")

@@ -21,6 +21,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model imp
     ipoib_partition_limit,
     is_int,
     normalise_interface,
+    parse_bool,
     parse_int,
     parse_pkey,
     pkey_base,
@@ -168,7 +169,11 @@ def _check_ipoib(report, entry, mode, mtu, enhanced_ipoib, partitions):
     if partition is None:
         return
     pname = partition.get("name", "?")
-    if partition.get("ipoib") is False:
+    try:
+        ipoib_off = "ipoib" in partition and not parse_bool(partition["ipoib"])
+    except ValueError:
+        return  # the opensm role reports a malformed ipoib itself
+    if ipoib_off:
         report.add(
             "name",
             entry.get("name"),
@@ -256,8 +261,13 @@ def list_errors(interfaces, host="localhost", var="fabric_interfaces", links=Non
     for index, iface in enumerate(interfaces):
         name = iface.get("name") if isinstance(iface, dict) else None
         link = links.get(name) if isinstance(name, str) else None
-        is_enhanced = overrides.get(name, bool(link and link.get("enhanced_ipoib")))
-        errors.extend(interface_errors(iface, index, host, var, enhanced_ipoib=bool(is_enhanced), **kwargs))
+        is_enhanced = bool(link and link.get("enhanced_ipoib"))
+        if isinstance(name, str) and name in overrides:
+            try:
+                is_enhanced = parse_bool(overrides[name])
+            except ValueError as exc:
+                errors.append(f"{host}: fabric_interfaces_enhanced_ipoib.{name}={_show(overrides[name])}: {exc}")
+        errors.extend(interface_errors(iface, index, host, var, enhanced_ipoib=is_enhanced, **kwargs))
         if link is not None and not link.get("exists"):
             errors.append(
                 f"{host}: {var}[{index}] ({name}) does not exist on this host; check the kernel's name for it"

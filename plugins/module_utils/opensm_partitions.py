@@ -25,6 +25,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model imp
     ipoib_partition_limit,
     is_int,
     normalise_interface,
+    parse_bool,
     parse_int,
     partition_mtu_bytes,
     pkey_base,
@@ -163,9 +164,10 @@ def collect_port_guids(hostvars, hosts):
 def _check_ipoib_flags(item, var, where, errors):
     """Validate ipoib/mtu/rate/sl of a partition (or of the Default partition). Returns the rendered flags."""
     flags = []
-    ipoib = item.get("ipoib", False)
-    if not isinstance(ipoib, bool):
-        errors.append(f"{where}: {var}.ipoib={ipoib!r} is not a boolean; write true or false")
+    try:
+        ipoib = parse_bool(item.get("ipoib", False))
+    except ValueError:
+        errors.append(f"{where}: {var}.ipoib={item.get('ipoib')!r} is not a boolean; write true or false")
         ipoib = False
     if ipoib:
         flags.append("ipoib")
@@ -328,7 +330,7 @@ def resolve_partitions(partitions, hostvars, groups, default_partition=None, hos
             )
         default_out["membership"] = membership
         default_out["flags"] = _check_ipoib_flags(default_partition, dvar, host, errors)
-        default_out["ipoib"] = default_partition.get("ipoib", False) is True
+        default_out["ipoib"] = "ipoib" in default_out["flags"]
         default_out["mtu"] = default_partition.get("mtu")
         ctx["default_membership"] = "full"
         full_members = _resolve_members(
@@ -419,7 +421,7 @@ def resolve_partitions(partitions, hostvars, groups, default_partition=None, hos
             {
                 "name": name,
                 "pkey": pkey,
-                "ipoib": part.get("ipoib", False) is True,
+                "ipoib": "ipoib" in flags,
                 "mtu": part.get("mtu"),
                 "flags": flags,
                 "members": members,

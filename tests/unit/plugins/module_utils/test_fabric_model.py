@@ -21,6 +21,25 @@ def test_parse_int_refuses_booleans_and_other_strings(value):
         fm.parse_int(value)
 
 
+# --- booleans -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, True), (False, False), (1, True), (0, False)]
+    + [(word, True) for word in ("true", "True", "TRUE", "yes", "Yes", "on", "ON", "1")]
+    + [(word, False) for word in ("false", "False", "FALSE", "no", "No", "off", "OFF", "0")],
+)
+def test_parse_bool_takes_what_the_bool_filter_takes(value, expected):
+    assert fm.parse_bool(value) is expected
+
+
+@pytest.mark.parametrize("value", [None, "", "maybe", "t", "y", " true", 2, -1, 1.0, [True], {}])
+def test_parse_bool_refuses_everything_else(value):
+    with pytest.raises(ValueError, match="is not a boolean"):
+        fm.parse_bool(value)
+
+
 # --- versions -----------------------------------------------------------------------------------------------------
 
 

@@ -189,6 +189,29 @@ def test_list_errors_duplicates_and_enhanced_map():
     assert "is not a list" in m.list_errors({"name": "ib0"}, "node1")[0]
 
 
+@pytest.mark.parametrize(("override", "refused"), [(True, True), ("true", True), ("false", False), ("no", False)])
+def test_enhanced_ipoib_override_read_as_a_boolean(override, refused):
+    # bool("false") is True: a string "false" from -e or an AWX survey used to refuse connected mode.
+    iface = {"name": "ib0", "kind": "ipoib", "mode": "connected"}
+    found = m.list_errors([iface], "node1", enhanced_ipoib={"ib0": override})
+    assert bool(found) is refused
+    # and it wins over what fabric_link_info detected, both ways
+    links = {"ib0": {"exists": True, "enhanced_ipoib": not refused}}
+    assert bool(m.list_errors([iface], "node1", links=links, enhanced_ipoib={"ib0": override})) is refused
+
+
+def test_enhanced_ipoib_override_that_is_not_a_boolean():
+    found = m.list_errors([{"name": "ib0", "kind": "ipoib"}], "node1", enhanced_ipoib={"ib0": "maybe"})
+    assert found == ["node1: fabric_interfaces_enhanced_ipoib.ib0=maybe: 'maybe' is not a boolean; write true or false"]
+
+
+def test_partition_ipoib_string_false_is_off():
+    partitions = [{"name": "storage", "pkey": "0x0002", "ipoib": "false", "mtu": 4096}]
+    (message,) = errors({"name": "ib0.8002", "kind": "ipoib"}, partitions=partitions)
+    assert "ipoib: false" in message
+    assert errors({"name": "ib0.8002", "kind": "ipoib"}, partitions=[dict(partitions[0], ipoib="true")]) == []
+
+
 @pytest.mark.parametrize(
     ("peers", "rails", "expected"),
     [

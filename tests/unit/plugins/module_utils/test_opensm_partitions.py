@@ -324,6 +324,24 @@ def test_mtu_without_ipoib_is_an_error():
     assert msg.startswith("sm1: opensm_partitions[0].mtu=4096 only applies to the IPoIB broadcast group")
 
 
+@pytest.mark.parametrize(("value", "ipoib"), [("true", True), ("True", True), ("yes", True), ("false", False)])
+def test_ipoib_strings_read_as_booleans(value, ipoib):
+    # AWX surveys and -e pass "true"; the bool filter takes it, so the partition rule does too.
+    part = dict(GPU, ipoib=value)
+    if not ipoib:
+        del part["mtu"]
+    model, errors = check([part], {"membership": "full", "ipoib": value})
+    assert errors == []
+    assert model["partitions"][0]["ipoib"] is ipoib
+    assert ("ipoib" in model["partitions"][0]["flags"]) is ipoib
+    assert model["default"]["ipoib"] is ipoib
+
+
+def test_ipoib_that_is_not_a_boolean():
+    msg = one_error([dict(GPU, ipoib="maybe", mtu=None)])
+    assert msg.startswith("sm1: opensm_partitions[0].ipoib='maybe' is not a boolean; write true or false")
+
+
 @pytest.mark.parametrize("rate, code", [(10, 3), (2.5, 2), (56, 12), (100, 16), (200, 17), (400, 21)])
 def test_rate_gbps_to_code(rate, code):
     assert op.rate_gbps_to_code(rate) == code
