@@ -11,7 +11,7 @@ description:
   - Returns one message per problem, each naming the host, the entry, the value and the fix. An empty list is valid.
   - Also provides C(fabric_interfaces_normalise) (defaults filled in), C(roce_active_mtu), C(ipoib_max_mtu) and
     C(neigh_gc_thresholds).
-positional: host, links, enhanced_ipoib, partitions, roce_min_rdma_mtu
+positional: host, links, enhanced_ipoib, partitions, roce_min_rdma_mtu, default_partition
 options:
   _input:
     description: The fabric_interfaces list.
@@ -40,6 +40,11 @@ options:
     description: RDMA MTU a RoCE interface's MTU must allow; 0 disables the check.
     type: int
     default: 4096
+  default_partition:
+    description:
+      - opensm_default_partition, to cross-check the MTU of interfaces on the Default partition (0x7fff) when
+        O(partitions) has no C(Default) entry.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -63,7 +68,13 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_mo
 
 
 def fabric_interfaces_errors(
-    interfaces, host="localhost", links=None, enhanced_ipoib=None, partitions=None, roce_min_rdma_mtu=4096
+    interfaces,
+    host="localhost",
+    links=None,
+    enhanced_ipoib=None,
+    partitions=None,
+    roce_min_rdma_mtu=4096,
+    default_partition=None,
 ):
     return fabric_mtu.list_errors(
         interfaces,
@@ -72,6 +83,7 @@ def fabric_interfaces_errors(
         enhanced_ipoib=enhanced_ipoib,
         partitions=partitions,
         roce_min_rdma_mtu=int(roce_min_rdma_mtu or 0) or None,
+        default_partition=default_partition,
     )
 
 

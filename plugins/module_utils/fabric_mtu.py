@@ -42,8 +42,13 @@ _RDMA_DEVNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
 NEIGH_GC_DEFAULTS = (128, 512, 1024)
 
 
-def partition_for_interface(iface, partitions):
-    """The ``opensm_partitions`` entry that serves IPoIB entry ``iface``, or None when the inventory has none."""
+def partition_for_interface(iface, partitions, default_partition=None):
+    """The ``opensm_partitions`` entry that serves IPoIB entry ``iface``, or None when the inventory has none.
+
+    An interface on the Default partition (0x7fff) with no ``Default`` entry in ``partitions`` is served by
+    ``default_partition`` (``opensm_default_partition``), which role opensm writes as the Default line; a missing
+    ``ipoib`` there means off, as role opensm reads it.
+    """
     try:
         wanted = interface_partition(iface)
     except ValueError:
@@ -58,6 +63,13 @@ def partition_for_interface(iface, partitions):
             number = DEFAULT_PKEY
         if number == wanted:
             return partition
+    if wanted == DEFAULT_PKEY and isinstance(default_partition, dict):
+        return {
+            "name": "Default",
+            "ipoib": default_partition.get("ipoib", False),
+            "mtu": default_partition.get("mtu"),
+            "var": "opensm_default_partition",
+        }
     return None
 
 
@@ -82,11 +94,13 @@ def interface_errors(
     enhanced_ipoib=False,
     partitions=None,
     roce_min_rdma_mtu=4096,
+    default_partition=None,
 ):
     """Inventory errors of one ``fabric_interfaces`` entry (defaults applied first), each naming host and fix.
 
     ``enhanced_ipoib``: the device is ConnectX-4 or newer (datagram only). ``partitions``: ``opensm_partitions`` when
-    the inventory describes them, to cross-check the IPoIB MTU against the partition's broadcast-group MTU.
+    the inventory describes them, to cross-check the IPoIB MTU against the partition's broadcast-group MTU;
+    ``default_partition``: ``opensm_default_partition``, for the Default partition when ``partitions`` has no entry.
     ``roce_min_rdma_mtu``: the RoCE RDMA MTU the netdev MTU must allow (None disables the check).
     """
     if not isinstance(iface, dict):
@@ -106,7 +120,7 @@ def interface_errors(
     mtu = entry["mtu"]
     if kind == "ipoib":
         if _check_pkey(report, iface):
-            _check_ipoib(report, entry, mode, mtu, enhanced_ipoib, partitions)
+            _check_ipoib(report, entry, mode, mtu, enhanced_ipoib, partitions, default_partition)
     else:
         _check_roce(report, entry, mtu, roce_min_rdma_mtu)
     _check_address(report, entry.get("address"))
@@ -141,7 +155,7 @@ def _check_pkey(report, iface):
     return True
 
 
-def _check_ipoib(report, entry, mode, mtu, enhanced_ipoib, partitions):
+def _check_ipoib(report, entry, mode, mtu, enhanced_ipoib, partitions, default_partition):
     if entry.get("softroce"):
         report.add("softroce", entry["softroce"], "is set on an IPoIB interface", "Soft-RoCE binds to kind roce only")
     if mode not in IPOIB_MODES:
@@ -165,10 +179,11 @@ def _check_ipoib(report, entry, mode, mtu, enhanced_ipoib, partitions):
         report.add("mtu", mtu, f"is above {top} for {mode} IPoIB", fix)
     elif mtu < MIN_NETDEV_MTU:
         report.add("mtu", mtu, f"is below the IPv4 minimum {MIN_NETDEV_MTU}", "use 4092 for datagram IPoIB")
-    partition = partition_for_interface(entry, partitions)
+    partition = partition_for_interface(entry, partitions, default_partition)
     if partition is None:
         return
     pname = partition.get("name", "?")
+    pvar = partition.get("var", f"opensm_partitions entry {pname}")
     try:
         ipoib_off = "ipoib" in partition and not parse_bool(partition["ipoib"])
     except ValueError:
@@ -178,7 +193,7 @@ def _check_ipoib(report, entry, mode, mtu, enhanced_ipoib, partitions):
             "name",
             entry.get("name"),
             f"is an IPoIB interface on partition {pname}, which has ipoib: false (no broadcast group)",
-            "set ipoib: true on that opensm_partitions entry",
+            f"set ipoib: true on {pvar}",
         )
         return
     try:
@@ -191,7 +206,7 @@ def _check_ipoib(report, entry, mode, mtu, enhanced_ipoib, partitions):
             "mtu",
             mtu,
             f"is above {cap}, what partition {pname} (mtu {shown}) carries in datagram mode",
-            f"use mtu {cap}, or set mtu: 4096 on opensm_partitions entry {pname}",
+            f"use mtu {cap}, or set mtu: 4096 on {pvar}",
         )
 
 

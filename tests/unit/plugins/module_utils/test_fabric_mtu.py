@@ -170,6 +170,31 @@ def test_no_partition_check_without_matching_partition():
     assert errors({"name": "ib0", "kind": "ipoib"}, partitions=[{"name": "Default", "mtu": 2048}])[0].count("2044")
 
 
+def test_default_partition_checked_from_opensm_default_partition():
+    # Without a Default entry in opensm_partitions, the Default line comes from opensm_default_partition.
+    ib0 = {"name": "ib0", "kind": "ipoib"}
+    storage = [{"name": "storage", "pkey": "0x0002", "ipoib": True, "mtu": 4096}]
+    assert errors(ib0, partitions=storage) == []
+    (message,) = errors(ib0, partitions=storage, default_partition={"membership": "full", "ipoib": True})
+    assert "(ib0).mtu=4092 is above 2044, what partition Default (mtu unset (OpenSM default 2048))" in message
+    assert message.endswith("use mtu 2044, or set mtu: 4096 on opensm_default_partition")
+    assert errors(ib0, default_partition={"ipoib": True, "mtu": 4096}) == []
+    (message,) = errors(ib0, default_partition={"membership": "full", "mtu": 4096})
+    assert "ipoib: false" in message and message.endswith("set ipoib: true on opensm_default_partition")
+    # a Default entry in opensm_partitions wins; a child interface is not on the Default partition
+    assert errors(ib0, partitions=PARTITIONS, default_partition={"ipoib": False}) == []
+    assert errors({"name": "ib0.8005", "kind": "ipoib"}, default_partition={"ipoib": False}) == []
+
+
+def test_default_partition_reaches_the_filter():
+    from ansible_collections.gpucluster.fabric.plugins.filter.fabric_interfaces import fabric_interfaces_errors
+
+    found = fabric_interfaces_errors(
+        [{"name": "ib0", "kind": "ipoib"}], "gpu1", {}, {}, None, 4096, {"ipoib": True, "mtu": 2048}
+    )
+    assert len(found) == 1 and "on opensm_default_partition" in found[0]
+
+
 def test_list_errors_duplicates_and_enhanced_map():
     interfaces = [
         {"name": "ib0", "kind": "ipoib", "address": "10.10.0.11/16", "mode": "connected"},
