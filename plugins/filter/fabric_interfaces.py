@@ -11,7 +11,7 @@ description:
   - Returns one message per problem, each naming the host, the entry, the value and the fix. An empty list is valid.
   - Also provides C(fabric_interfaces_normalise) (defaults filled in), C(roce_active_mtu), C(ipoib_max_mtu) and
     C(neigh_gc_thresholds).
-positional: host, links, enhanced_ipoib, partitions, roce_min_rdma_mtu
+positional: host, links, enhanced_ipoib, partitions, roce_min_rdma_mtu, default_partition
 options:
   _input:
     description: The fabric_interfaces list.
@@ -40,6 +40,11 @@ options:
     description: RDMA MTU a RoCE interface's MTU must allow; 0 disables the check.
     type: int
     default: 4096
+  default_partition:
+    description:
+      - opensm_default_partition, to cross-check the MTU of interfaces on the Default partition (0x7fff) when
+        O(partitions) has no C(Default) entry.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -59,11 +64,17 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_mtu  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_model, fabric_mtu  # noqa: E402
 
 
 def fabric_interfaces_errors(
-    interfaces, host="localhost", links=None, enhanced_ipoib=None, partitions=None, roce_min_rdma_mtu=4096
+    interfaces,
+    host="localhost",
+    links=None,
+    enhanced_ipoib=None,
+    partitions=None,
+    roce_min_rdma_mtu=4096,
+    default_partition=None,
 ):
     return fabric_mtu.list_errors(
         interfaces,
@@ -72,11 +83,12 @@ def fabric_interfaces_errors(
         enhanced_ipoib=enhanced_ipoib,
         partitions=partitions,
         roce_min_rdma_mtu=int(roce_min_rdma_mtu or 0) or None,
+        default_partition=default_partition,
     )
 
 
 def fabric_interfaces_normalise(interfaces):
-    return [fabric_mtu.normalise_interface(iface) for iface in interfaces or []]
+    return [fabric_model.normalise_interface(iface) for iface in interfaces or []]
 
 
 def _wrap(function):
@@ -95,7 +107,7 @@ class FilterModule:
         return {
             "fabric_interfaces_errors": fabric_interfaces_errors,
             "fabric_interfaces_normalise": fabric_interfaces_normalise,
-            "roce_active_mtu": _wrap(fabric_mtu.roce_active_mtu),
-            "ipoib_max_mtu": _wrap(fabric_mtu.ipoib_max_mtu),
+            "roce_active_mtu": _wrap(fabric_model.roce_active_mtu),
+            "ipoib_max_mtu": _wrap(fabric_model.ipoib_max_mtu),
             "neigh_gc_thresholds": _wrap(fabric_mtu.neigh_gc_thresholds),
         }

@@ -9,6 +9,7 @@ fabric_evaluate, fabric_failure_lines, fabric_plot_series (see plugins/module_ut
 
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
     evaluate,
+    expected_interface_mtus,
     failure_lines,
     merge_thresholds,
     plot_series,
@@ -38,6 +39,7 @@ class FilterModule:
             "fabric_preflight_errors": preflight_errors,
             "fabric_merge_thresholds": merge_thresholds,
             "fabric_evaluate": evaluate,
+            "fabric_expected_mtus": expected_interface_mtus,
             "fabric_failure_lines": failure_lines,
             "fabric_plot_series": plot_series,
         }

@@ -4,6 +4,7 @@
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.fabric.plugins.module_utils import opensm_partitions as op
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import ib_mtu_code as _ib_mtu_code
 
 
 def opensm_partitions_check(partitions, hostvars, groups, default_partition=None, host="localhost"):
@@ -30,7 +31,7 @@ def opensm_allow_both_pkeys(partitions, hostvars, groups, default_partition=None
 
 def ib_mtu_code(value):
     try:
-        return op.mtu_bytes_to_code(value)
+        return _ib_mtu_code(value)
     except ValueError as exc:
         raise AnsibleFilterError(f"ib_mtu_code: {value!r}: {exc}") from None
 

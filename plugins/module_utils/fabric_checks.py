@@ -8,6 +8,7 @@ measured, threshold, unit and message.
 import re
 import statistics
 
+from .fabric_model import is_int, normalise_interface
 from .nccl_tests import parse_nccl_tests, primary
 from .perftest import parse_perftest, summarize_perftest
 
@@ -94,6 +95,23 @@ def preflight_errors(tiers, thresholds, pairs, play_hosts, settle_seconds=0, set
         if pair and pair.get("server") == pair.get("client"):
             errors.append(f"fabric_validate_rdma_pairs[{index}] pairs {pair.get('server')!r} with itself")
     return errors
+
+
+def expected_interface_mtus(interfaces):
+    """``[{name, expected_mtu}]``: every declared interface with the MTU it should have, its kind's default included.
+
+    The MTU comes from ``fabric_model.normalise_interface`` (an interface without ``mtu`` expects DEFAULT_MTU of its
+    kind and mode), so an interface left at a wrong default is judged too. Entries without a name or with an MTU that
+    is not a number are left to role fabric_interfaces' preflight, which reports them.
+    """
+    expected = []
+    for iface in interfaces or []:
+        if not isinstance(iface, dict) or not isinstance(iface.get("name"), str):
+            continue
+        mtu = normalise_interface(iface)["mtu"]
+        if is_int(mtu):
+            expected.append({"name": iface["name"], "expected_mtu": mtu})
+    return expected
 
 
 def merge_thresholds(defaults, overrides):

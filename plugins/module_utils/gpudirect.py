@@ -15,6 +15,8 @@ gathered facts into ``{mode, reason}``. The rules are those of the collection's 
 import os
 import re
 
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import version_tuple
+
 MODES = ("auto", "peermem", "dmabuf", "none")
 MIN_KERNEL_DMABUF = (5, 12)
 MIN_RDMA_CORE_DMABUF = 34
@@ -30,12 +32,12 @@ MODULE_NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
 _KO_SUFFIX_RE = re.compile(r"\.ko(\.(xz|zst|gz))?$")
 
 
-def version_tuple(text):
-    """Leading dotted numbers of a version string as a tuple of ints ('6.1.0-18-amd64' -> (6, 1, 0))."""
-    match = re.match(r"^\s*(\d+(?:\.\d+)*)", text or "")
-    if not match:
+def known_version(text):
+    """``version_tuple`` of a version read from the host, or None when it is absent or not a version."""
+    try:
+        return version_tuple(text)
+    except ValueError:
         return None
-    return tuple(int(part) for part in match.group(1).split("."))
 
 
 def version_text(parts):
@@ -111,7 +113,7 @@ def parse_nccl_version(text):
         # ncclGetVersion() since 2.9: major * 10000 + minor * 100 + patch (22809 -> 2.28.9).
         code = int(text)
         return (code // 10000, code % 10000 // 100, code % 100)
-    parts = version_tuple(debian_upstream_version(text)) if text else None
+    parts = known_version(debian_upstream_version(text)) if text else None
     return parts if parts and len(parts) >= 2 else None
 
 
@@ -423,7 +425,7 @@ def dmabuf_unmet(facts):
     """Requirements of DMA-BUF the host does not meet (empty when it can use it)."""
     unmet = []
     release = facts["kernel"]["release"]
-    kernel = version_tuple(release)
+    kernel = known_version(release)
     if kernel is None:
         unmet.append(f"kernel version unknown (need >= {version_text(MIN_KERNEL_DMABUF)})")
     elif kernel[:2] < MIN_KERNEL_DMABUF:

@@ -8,6 +8,8 @@ name the host, the variable, the value and the fix.
 
 import re
 
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import version_tuple
+
 # NCCL's environment documentation (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) splits its
 # variables into "System configuration" and "Debugging"; the latter "should not be used in production nor retained
 # in scripts ... Keeping them set may result in sub-optimal behavior, crashes, or hangs."
@@ -98,14 +100,6 @@ def parse_package_version(text):
     if not match:
         return None
     return {"nccl": match.group("nccl"), "revision": int(match.group("revision")), "cuda": match.group("cuda")}
-
-
-def version_tuple(text):
-    """'2.21.5' -> (2, 21, 5); '5.10.0-33-amd64' -> (5, 10, 0); leading numeric dotted part only."""
-    match = re.match(r"[0-9]+(\.[0-9]+)*", str(text))
-    if not match:
-        raise ValueError(f"{text!r} does not start with a version number")
-    return tuple(int(part) for part in match.group(0).split("."))
 
 
 def version_at_least(actual, minimum):

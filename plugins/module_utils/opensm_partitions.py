@@ -15,14 +15,25 @@ preflight can print them all at once. Nothing here imports Ansible: the same cod
 
 import re
 
-DEFAULT_PKEY = 0x7FFF
-PKEY_MIN = 0x0001
-PKEY_MAX = 0x7FFE
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import (
+    DEFAULT_PKEY,
+    IPOIB_MODES,
+    PKEY_MAX,
+    PKEY_MIN,
+    ib_mtu_code,
+    interface_partition,
+    ipoib_partition_limit,
+    is_int,
+    normalise_interface,
+    parse_bool,
+    parse_int,
+    partition_mtu_bytes,
+    pkey_base,
+)
+
 MEMBERSHIPS = ("full", "limited", "both")
 # OpenSM stores the name in char[32] (osm_partition.h); ',', '=', ':', ';' and '#' are its syntax.
 PARTITION_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,30}$")
-# IBTA MTU codes (IB spec table "MTU"): what partitions.conf `mtu=` takes.
-IB_MTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 # IBTA rate codes (OpenSM ib_types.h IB_PATH_RECORD_RATE_*), keyed by Gb/s: what partitions.conf `rate=` takes.
 IB_RATE_CODES = {
     2.5: 2,
@@ -47,10 +58,6 @@ IB_RATE_CODES = {
     400: 21,
     600: 22,
 }
-# Datagram IPoIB carries a 4-byte IPoIB header inside the IB MTU (RFC 4391).
-IPOIB_DATAGRAM_OVERHEAD = 4
-# OpenSM's own broadcast-group MTU when a partition gives none (OSM_DEFAULT_MGRP_MTU = 4 = 2048 bytes).
-OPENSM_DEFAULT_MGRP_MTU_BYTES = 2048
 
 PARTITION_KEYS = frozenset(("name", "pkey", "ipoib", "mtu", "rate", "sl", "members"))
 DEFAULT_PARTITION_KEYS = frozenset(("membership", "ipoib", "mtu", "rate", "sl", "full_members"))
@@ -90,35 +97,6 @@ def normalize_port_guid(value):
     if int(text, 16) == 0:
         raise ValueError("the zero GUID is not a port GUID")
     return "0x" + text
-
-
-def parse_pkey(value):
-    """Return the P_Key as an int (0x0000-0xffff) from an int or a ``0x``-prefixed hex string; ValueError otherwise.
-
-    Strings without ``0x`` are rejected: ``"8001"`` is ambiguous (a P_Key is always written in hex).
-    """
-    if isinstance(value, bool):
-        raise ValueError("a boolean is not a P_Key")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str):
-        text = value.strip().lower()
-        if not re.match(r"^0x[0-9a-f]{1,4}$", text):
-            raise ValueError("write it as hex with 0x, e.g. 0x0101")
-        number = int(text, 16)
-    else:
-        raise ValueError("not a number")
-    if not 0 <= number <= 0xFFFF:
-        raise ValueError("P_Keys are 16 bits")
-    return number
-
-
-def mtu_bytes_to_code(mtu):
-    """IB MTU in bytes (256, 512, 1024, 2048, 4096) -> IBTA code (1-5). ValueError for anything else."""
-    if isinstance(mtu, bool) or not isinstance(mtu, int) or mtu not in IB_MTU_CODES:
-        choices = ", ".join(str(m) for m in sorted(IB_MTU_CODES))
-        raise ValueError(f"IB MTU must be one of {choices} bytes")
-    return IB_MTU_CODES[mtu]
 
 
 def rate_gbps_to_code(rate):
@@ -186,14 +164,15 @@ def collect_port_guids(hostvars, hosts):
 def _check_ipoib_flags(item, var, where, errors):
     """Validate ipoib/mtu/rate/sl of a partition (or of the Default partition). Returns the rendered flags."""
     flags = []
-    ipoib = item.get("ipoib", False)
-    if not isinstance(ipoib, bool):
-        errors.append(f"{where}: {var}.ipoib={ipoib!r} is not a boolean; write true or false")
+    try:
+        ipoib = parse_bool(item.get("ipoib", False))
+    except ValueError:
+        errors.append(f"{where}: {var}.ipoib={item.get('ipoib')!r} is not a boolean; write true or false")
         ipoib = False
     if ipoib:
         flags.append("ipoib")
     for key, convert, unit, fix in (
-        ("mtu", mtu_bytes_to_code, "mtu", "use the IB MTU in bytes, e.g. 4096 (IPoIB datagram MTU 4092)"),
+        ("mtu", ib_mtu_code, "mtu", "use the IB MTU in bytes, e.g. 4096 (IPoIB datagram MTU 4092)"),
         ("rate", rate_gbps_to_code, "rate", "use the broadcast group rate in Gb/s, e.g. 100, or leave it out"),
     ):
         if item.get(key) is None:
@@ -210,15 +189,20 @@ def _check_ipoib_flags(item, var, where, errors):
             errors.append(f"{where}: {var}.{key}={item[key]!r} is invalid ({exc}); {fix}")
     sl = item.get("sl")
     if sl is not None:
-        if isinstance(sl, bool) or not isinstance(sl, int) or not 0 <= sl <= 15:
+        try:
+            level = parse_int(sl)
+        except ValueError:
+            level = None
+        if level is None or not 0 <= level <= 15:
             errors.append(f"{where}: {var}.sl={sl!r} is not a service level; use 0-15 or leave it out")
         else:
-            flags.append(f"sl={sl}")
+            flags.append(f"sl={level}")
     return flags
 
 
-def _resolve_members(members, var, where, ctx, errors):
-    """Expand member selectors into an ordered {guid: membership} dict; report unknown names and conflicts."""
+def _resolve_members(members, var, where, ctx, errors, owner="Default"):
+    """Expand member selectors into an ordered {guid: membership} dict; report unknown names, empty groups and
+    conflicts. ``owner``: the partition's name, for the messages."""
     resolved = {}
     origin = {}
     if members is None:
@@ -269,6 +253,12 @@ def _resolve_members(members, var, where, ctx, errors):
                     )
                     continue
                 hosts = ctx["groups"][value]
+                if not hosts:
+                    errors.append(
+                        f"{where}: {mvar}.group={value!r} is an empty inventory group, so it gives partition {owner} "
+                        f"no port; add the hosts to group {value}, name the group they are in, or remove this member"
+                    )
+                    continue
             else:
                 if value not in ctx["guids_by_host"]:
                     errors.append(
@@ -340,7 +330,7 @@ def resolve_partitions(partitions, hostvars, groups, default_partition=None, hos
             )
         default_out["membership"] = membership
         default_out["flags"] = _check_ipoib_flags(default_partition, dvar, host, errors)
-        default_out["ipoib"] = default_partition.get("ipoib", False) is True
+        default_out["ipoib"] = "ipoib" in default_out["flags"]
         default_out["mtu"] = default_partition.get("mtu")
         ctx["default_membership"] = "full"
         full_members = _resolve_members(
@@ -397,7 +387,7 @@ def resolve_partitions(partitions, hostvars, groups, default_partition=None, hos
             raw_pkey = part.get("pkey")
             if raw_pkey is None:
                 raise ValueError("missing")
-            pkey = parse_pkey(raw_pkey) & DEFAULT_PKEY
+            pkey = pkey_base(raw_pkey)
             if not PKEY_MIN <= pkey <= PKEY_MAX:
                 raise ValueError(
                     f"its low 15 bits are {pkey:#06x}; 0x0000 is invalid and 0x7fff is the Default partition"
@@ -417,14 +407,21 @@ def resolve_partitions(partitions, hostvars, groups, default_partition=None, hos
             else:
                 seen_pkeys[pkey] = index
         flags = _check_ipoib_flags(part, var, host, errors)
-        if "members" not in part:
-            errors.append(f"{host}: {var} has no members; list {{group|host|guid, membership}} entries")
-        members = _resolve_members(part.get("members"), var + ".members", host, ctx, errors)
+        members = {}
+        if part.get("members") in (None, [], ()):
+            what = "missing" if "members" not in part else f"members: {'null' if part['members'] is None else '[]'}"
+            errors.append(
+                f"{host}: {var} has no members ({what}); list at least one {{group|host|guid, membership}} entry. "
+                "OpenSM puts a P_Key only into its members' ports, so a partition without members does nothing: "
+                "leave it out of opensm_partitions until it has one"
+            )
+        else:
+            members = _resolve_members(part["members"], var + ".members", host, ctx, errors, owner=name)
         out.append(
             {
                 "name": name,
                 "pkey": pkey,
-                "ipoib": part.get("ipoib", False) is True,
+                "ipoib": "ipoib" in flags,
                 "mtu": part.get("mtu"),
                 "flags": flags,
                 "members": members,
@@ -440,11 +437,13 @@ def resolve_partitions(partitions, hostvars, groups, default_partition=None, hos
 
 
 def ipoib_mtu_errors(model, hostvars, hosts=None):
-    """Cross-check ``fabric_interfaces`` IPoIB MTUs against the partitions' broadcast-group MTU.
+    """Cross-check ``fabric_interfaces`` IPoIB MTUs (defaults included) against the partitions' broadcast-group MTU.
 
     An IPoIB interface with P_Key suffix (``ib0.8101``) or a ``pkey`` key belongs to that partition, any other to the
-    Default partition. In datagram mode its MTU can be at most the group's IB MTU minus 4; connected mode is not
-    limited by the group for unicast and is not checked. Only hosts that are members of the partition are checked.
+    Default partition (``fabric_model.interface_partition``). In datagram mode its MTU can be at most the group's IB
+    MTU minus 4; connected mode is not limited by the group for unicast and is not checked
+    (``fabric_model.ipoib_partition_limit``). Only hosts that are members of the partition are checked; malformed
+    entries are left to role fabric_interfaces, which reports them.
     """
     errors = []
     by_pkey = {DEFAULT_PKEY: ("opensm_default_partition", model["default"], None)}
@@ -457,21 +456,16 @@ def ipoib_mtu_errors(model, hostvars, hosts=None):
         if not isinstance(interfaces, (list, tuple)):
             continue
         host_guids = set(model["guids_by_host"].get(host, []))
-        for index, iface in enumerate(interfaces):
-            if not isinstance(iface, dict) or iface.get("kind") != "ipoib":
+        for index, raw in enumerate(interfaces):
+            if not isinstance(raw, dict) or raw.get("kind") != "ipoib":
                 continue
-            if iface.get("mode", "datagram") != "datagram" or not isinstance(iface.get("mtu"), int):
+            iface = normalise_interface(raw)
+            if iface["mode"] not in IPOIB_MODES or not is_int(iface["mtu"]):
                 continue
-            pkey = DEFAULT_PKEY
-            raw = iface.get("pkey")
-            if raw is None:
-                match = re.match(r"^.+\.([0-9a-fA-F]{4})$", str(iface.get("name", "")))
-                raw = "0x" + match.group(1) if match else None
-            if raw is not None:
-                try:
-                    pkey = parse_pkey(raw) & DEFAULT_PKEY
-                except ValueError:
-                    continue
+            try:
+                pkey = interface_partition(iface)
+            except ValueError:
+                continue
             if pkey not in by_pkey:
                 continue
             pvar, part, members = by_pkey[pkey]
@@ -483,11 +477,12 @@ def ipoib_mtu_errors(model, hostvars, hosts=None):
                     f"{pvar} has ipoib off, so OpenSM creates no broadcast group; set {pvar}.ipoib: true"
                 )
                 continue
-            group_mtu = part.get("mtu") or OPENSM_DEFAULT_MGRP_MTU_BYTES
-            if group_mtu not in IB_MTU_CODES:
+            try:
+                limit = ipoib_partition_limit(iface["mode"], part.get("mtu"))
+            except ValueError:
                 continue
-            limit = group_mtu - IPOIB_DATAGRAM_OVERHEAD
-            if iface["mtu"] > limit:
+            if limit is not None and iface["mtu"] > limit:
+                group_mtu = partition_mtu_bytes(part.get("mtu"))
                 errors.append(
                     f"{host}: fabric_interfaces[{index}].mtu={iface['mtu']} ({iface.get('name')}, datagram) is above "
                     f"{limit}, the most the IPoIB broadcast group of {pvar} (mtu {group_mtu}) allows; set "
@@ -516,8 +511,8 @@ def _statement(head, members):
 def render_partitions_conf(model, header=""):
     """Render partitions.conf text from a model returned by resolve_partitions (which must have had no errors).
 
-    Members are sorted so the file is stable whatever the inventory order. A partition without members is written
-    as a comment: OpenSM drops empty partitions anyway.
+    Members are sorted so the file is stable whatever the inventory order; resolve_partitions refuses a partition
+    without members, so every partition here has at least one.
     """
     lines = [header.rstrip("\n")] if header else []
     default = model["default"]
@@ -527,10 +522,7 @@ def render_partitions_conf(model, header=""):
     for part in model["partitions"]:
         lines.append("")
         head = ", ".join([f"{part['name']}={part['pkey']:#06x}"] + part["flags"])
-        if part["members"]:
-            lines += _statement(head, _member_lines(part["members"]))
-        else:
-            lines.append(f"# {head} : no members in the inventory, so no partition")
+        lines += _statement(head, _member_lines(part["members"]))
     return "\n".join(lines) + "\n"
 
 

@@ -10,9 +10,8 @@ import ipaddress
 import os
 import re
 
-IB_MTUS = (256, 512, 1024, 2048, 4096)
-# RoCE: GRH 40 + UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4 bytes of headers (kernel iboe_get_mtu).
-ROCE_HEADER_BYTES = 96
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import roce_active_mtu
+
 _RATE_RE = re.compile(r"^\s*(?P<gbps>[0-9.]+)\s*Gb/sec(?:\s*\((?P<width>\d+)X\s*(?P<speed>\w+)\))?")
 _CODE_RE = re.compile(r"^\s*(?P<code>\d+)\s*:\s*(?P<name>.+?)\s*$")
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
@@ -53,14 +52,6 @@ def parse_rate(value):
         "width": int(match.group("width")) if match.group("width") else None,
         "speed": match.group("speed"),
     }
-
-
-def roce_active_mtu(netdev_mtu, max_mtu=4096):
-    """Largest IB MTU that fits in the netdev MTU minus RoCE headers (1500 -> 1024, 4200 -> 4096)."""
-    if not netdev_mtu:
-        return None
-    fitting = [m for m in IB_MTUS if m <= int(netdev_mtu) - ROCE_HEADER_BYTES and m <= max_mtu]
-    return fitting[-1] if fitting else None
 
 
 def _int(value, base=10):

@@ -23,10 +23,33 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "plugins", "module_utils"))
+
+
+def collections_root():
+    """A directory holding ansible_collections/gpucluster/fabric for this checkout, as tests/unit/conftest.py builds.
+
+    module_utils import each other as ansible_collections.gpucluster.fabric.plugins.module_utils.*, so putting
+    plugins/module_utils itself on sys.path is not enough.
+    """
+    parent = os.path.dirname(ROOT)
+    if os.path.basename(parent) == "gpucluster" and os.path.basename(os.path.dirname(parent)) == "ansible_collections":
+        return os.path.dirname(os.path.dirname(parent))
+    root = os.path.join(ROOT, ".build", "collections")
+    link = os.path.join(root, "ansible_collections", "gpucluster", "fabric")
+    if not os.path.exists(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(ROOT, link)
+    return root
+
+
+COLLECTIONS = collections_root()
+sys.path.insert(0, COLLECTIONS)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lab", "ibsim"))
 import gen_fabric  # noqa: E402
-from opensm_partitions import partitions_conf, resolve_partitions  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import (  # noqa: E402
+    partitions_conf,
+    resolve_partitions,
+)
 from simlab import SimLab, memberships_of  # noqa: E402
 
 DEFAULT_POLICY = {"membership": "limited", "ipoib": True, "mtu": 4096, "full_members": [{"group": "storage"}]}
@@ -104,11 +127,7 @@ def bench_render_ansible(hostvars, groups):
                 f"        dest: {work}/partitions.conf\n"
                 "        mode: '0644'\n"
             )
-        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
-        link = os.path.join(ROOT, ".build", "collections", "ansible_collections", "gpucluster", "fabric")
-        if not os.path.exists(link):
-            os.makedirs(os.path.dirname(link), exist_ok=True)
-            os.symlink(ROOT, link)
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS)
         t0 = time.perf_counter()
         subprocess.run(
             [

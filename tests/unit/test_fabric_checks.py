@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
     evaluate,
+    expected_interface_mtus,
     failure_lines,
     merge_thresholds,
     outlier_checks,
@@ -147,6 +148,39 @@ def test_health_on_softroce_tree():
     assert rate["status"] == "skipped"  # no expected rate given
     assert _by(result, "vm1", "module[rdma_rxe]")["status"] == "passed"
     assert _by(result, "vm1", "nccl.conf")["status"] == "skipped"
+
+
+@pytest.mark.parametrize(
+    ("iface", "expected"),
+    [
+        ({"name": "ib0", "kind": "ipoib"}, 4092),
+        ({"name": "ib0", "kind": "ipoib", "mode": "connected"}, 65520),
+        ({"name": "eth1", "kind": "roce"}, 9000),
+        ({"name": "eth1", "kind": "roce", "mtu": "4200"}, 4200),
+        ({"name": "ib0", "kind": "ipoib", "mtu": 2044}, 2044),
+    ],
+)
+def test_every_declared_interface_has_an_expected_mtu(iface, expected):
+    assert expected_interface_mtus([iface]) == [{"name": iface["name"], "expected_mtu": expected}]
+
+
+def test_malformed_interfaces_are_left_to_fabric_interfaces():
+    bad = [{"kind": "roce"}, {"name": "eth1", "kind": "roce", "mtu": "big"}, {"name": "x", "kind": "ethernet"}, "ib0"]
+    assert expected_interface_mtus(bad) == []
+    assert expected_interface_mtus(None) == []
+
+
+def test_interface_without_mtu_left_at_a_wrong_default_fails():
+    # fabric_validate used to read only interfaces that set an mtu: ib0 at 2044 was never judged.
+    declared = [{"name": "ib0", "kind": "ipoib"}, {"name": "eth1", "kind": "roce", "mtu": 4200}]
+    measured = {"ib0": 2044, "eth1": 4200}
+    interfaces = [dict(e, mtu=measured[e["name"]]) for e in expected_interface_mtus(declared)]
+    result = evaluate({"vm1": {"ib": _ib("vm1"), "interfaces": interfaces}}, _config(["health"]))
+    check = _by(result, "vm1", "interface.mtu[ib0]")
+    assert check["status"] == "failed"
+    assert check["message"] == "interface ib0 MTU 2044, expected 4092"
+    assert (check["measured"], check["threshold"], check["unit"]) == (2044, 4092, "B")
+    assert _by(result, "vm1", "interface.mtu[eth1]")["status"] == "passed"
 
 
 def test_nccl_conf_debug_only_settings_fail():

@@ -1,75 +1,5 @@
-import pathlib
-import re
-
 import pytest
 from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_mtu as m
-
-
-@pytest.mark.parametrize(("mode", "ib_mtu", "expected"), [("datagram", 4096, 4092), ("datagram", 2048, 2044)])
-def test_ipoib_datagram_max_is_ib_mtu_minus_4(mode, ib_mtu, expected):
-    assert m.ipoib_max_mtu(mode, ib_mtu) == expected
-
-
-def test_ipoib_connected_max_is_65520():
-    assert m.ipoib_max_mtu("connected") == 65520
-
-
-def test_ipoib_max_rejects_unknown_values():
-    with pytest.raises(ValueError):
-        m.ipoib_max_mtu("datagram", 3000)
-    with pytest.raises(ValueError):
-        m.ipoib_max_mtu("unreliable")
-
-
-@pytest.mark.parametrize(
-    ("netdev_mtu", "rdma_mtu"),
-    [(9000, 4096), (4200, 4096), (4192, 4096), (4191, 2048), (1500, 1024), (1120, 1024), (1119, 512), (351, None)],
-)
-def test_roce_active_mtu(netdev_mtu, rdma_mtu):
-    # 1500 -> 1024 and 4200 -> 4096 are what ibv_devinfo -v printed on Soft-RoCE (see FACTS and softroce fixtures).
-    assert m.roce_active_mtu(netdev_mtu) == rdma_mtu
-
-
-def test_roce_active_mtu_matches_captured_softroce_devinfo():
-    # tests/fixtures/softroce-qemu was captured with the netdev at MTU 4200.
-    text = (pathlib.Path(__file__).parents[3] / "fixtures/softroce-qemu/ibv_devinfo_v_vm1.txt").read_text()
-    active = int(re.search(r"active_mtu:\s+(\d+)", text).group(1))
-    assert m.roce_active_mtu(4200) == active == 4096
-
-
-def test_roce_min_netdev_mtu():
-    assert m.roce_min_netdev_mtu(4096) == 4192
-    assert m.roce_active_mtu(m.roce_min_netdev_mtu(2048)) == 2048
-
-
-@pytest.mark.parametrize(("value", "expected"), [(4096, 4096), ("2048", 2048), (5, 4096), (4, 2048), (None, 2048)])
-def test_partition_mtu_bytes_accepts_bytes_codes_and_default(value, expected):
-    assert m.partition_mtu_bytes(value) == expected
-
-
-def test_partition_mtu_bytes_rejects_garbage():
-    with pytest.raises(ValueError):
-        m.partition_mtu_bytes(4000)
-
-
-@pytest.mark.parametrize(("name", "pkey"), [("ib0", 0x7FFF), ("ib0.8001", 0x0001), ("ib1.0002", 0x0002)])
-def test_interface_pkey(name, pkey):
-    assert m.interface_pkey(name) == pkey
-
-
-def test_normalise_fills_defaults():
-    assert m.normalise_interface({"name": "ib0", "kind": "ipoib"}) == {
-        "name": "ib0",
-        "kind": "ipoib",
-        "mode": "datagram",
-        "mtu": 4092,
-        "address": None,
-        "softroce": None,
-    }
-    assert m.normalise_interface({"name": "ib0", "kind": "ipoib", "mode": "connected"})["mtu"] == 65520
-    roce = m.normalise_interface({"name": "ens1f0", "kind": "roce"})
-    assert (roce["mtu"], roce["rdma_mtu"], roce["mode"]) == (9000, 4096, None)
-    assert m.normalise_interface({"name": "ens1f0", "kind": "roce", "mtu": "4200"})["mtu"] == 4200
 
 
 def errors(iface, **kwargs):
@@ -111,6 +41,67 @@ def test_bad_ipoib_mtus(mtu):
     assert len(errors({"name": "ib0", "kind": "ipoib", "mtu": mtu})) == 1
 
 
+@pytest.mark.parametrize("mtu", [True, "abc", "4092.0", "0x0ffc"])
+def test_mtu_that_is_not_a_whole_number(mtu):
+    (message,) = errors({"name": "ib0", "kind": "ipoib", "mtu": mtu})
+    assert message == f"node1: fabric_interfaces[0] (ib0).mtu={mtu} is not a whole number; use an integer such as 4092"
+    (message,) = errors({"name": "e0", "kind": "roce", "mtu": mtu})
+    assert "is not a whole number" in message
+
+
+def test_string_mtu_is_judged_like_the_int():
+    assert errors({"name": "ib0", "kind": "ipoib", "mtu": "4092"}) == []
+    assert errors({"name": "ib0", "kind": "ipoib", "mtu": "9000"}) == errors(
+        {"name": "ib0", "kind": "ipoib", "mtu": 9000}
+    )
+    assert errors({"name": "e0", "kind": "roce", "mtu": "9000"}) == []
+
+
+# --- pkey: the partition of an IPoIB interface, as roles/opensm/README.md documents it ---------------------------
+
+
+@pytest.mark.parametrize(
+    "iface",
+    [
+        {"name": "ib0", "kind": "ipoib", "pkey": "0x8a01"},
+        {"name": "ib0", "kind": "ipoib", "pkey": 0x8A01},
+        {"name": "ib0.8101", "kind": "ipoib", "pkey": "0x8101"},
+        # the kernel sets the full-membership bit on every child: 0x0101 and 0x8101 are one partition
+        {"name": "ib0.8101", "kind": "ipoib", "pkey": "0x0101"},
+    ],
+)
+def test_pkey_key_accepted_on_ipoib(iface):
+    assert errors(iface) == []
+
+
+def test_pkey_disagreeing_with_the_name_suffix():
+    (message,) = errors({"name": "ib0.8101", "kind": "ipoib", "pkey": "0x8102"})
+    assert message == (
+        "node1: fabric_interfaces[0] (ib0.8101).pkey=0x8102 names partition 0x0102 but the interface name ib0.8101"
+        " carries P_Key 0x8101 (partition 0x0101); make them agree, or drop pkey: the kernel names an IPoIB child"
+        " after its P_Key"
+    )
+
+
+@pytest.mark.parametrize(("pkey", "problem"), [("8101", "ambiguous"), (True, "boolean"), ("0x8000", "0x0000")])
+def test_bad_pkey_key(pkey, problem):
+    (message,) = errors({"name": "ib0", "kind": "ipoib", "pkey": pkey})
+    assert message.startswith(f"node1: fabric_interfaces[0] (ib0).pkey={pkey} ")
+    assert problem in message
+
+
+def test_pkey_key_refused_on_roce():
+    (message,) = errors({"name": "ens1f0", "kind": "roce", "pkey": "0x8101"})
+    assert message.startswith(
+        "node1: fabric_interfaces[0] (ens1f0).pkey=0x8101 is set on a RoCE interface; remove pkey"
+    )
+
+
+def test_pkey_key_selects_the_partition_for_the_mtu_check():
+    (message,) = errors({"name": "ib0", "kind": "ipoib", "pkey": "0x8002"}, partitions=PARTITIONS)
+    assert "(ib0).mtu=4092 is above 2044, what partition storage" in message
+
+
 def test_roce_mtu_that_lowers_rdma_mtu_is_flagged():
     (message,) = errors({"name": "ens1f0", "kind": "roce", "mtu": 4096})
     assert "(ens1f0).mtu=4096 gives a RoCE RDMA MTU of 2048, below 4096" in message
@@ -146,7 +137,7 @@ def test_bad_kind_name_softroce_and_unknown_keys():
     assert "Linux interface name" in errors({"name": "x" * 16, "kind": "roce"})[0]
     assert "kind roce only" in errors({"name": "ib0", "kind": "ipoib", "softroce": "rxe0"})[0]
     assert "RDMA device name" in errors({"name": "e0", "kind": "roce", "softroce": "rxe 0"})[0]
-    assert "is not a known key" in errors({"name": "ib0", "kind": "ipoib", "pkey": 1})[0]
+    assert "is not a known key" in errors({"name": "ib0", "kind": "ipoib", "vlan": 1})[0]
     assert "is not a mapping" in m.interface_errors("ib0", 2, "node1")[0]
 
 
@@ -179,6 +170,31 @@ def test_no_partition_check_without_matching_partition():
     assert errors({"name": "ib0", "kind": "ipoib"}, partitions=[{"name": "Default", "mtu": 2048}])[0].count("2044")
 
 
+def test_default_partition_checked_from_opensm_default_partition():
+    # Without a Default entry in opensm_partitions, the Default line comes from opensm_default_partition.
+    ib0 = {"name": "ib0", "kind": "ipoib"}
+    storage = [{"name": "storage", "pkey": "0x0002", "ipoib": True, "mtu": 4096}]
+    assert errors(ib0, partitions=storage) == []
+    (message,) = errors(ib0, partitions=storage, default_partition={"membership": "full", "ipoib": True})
+    assert "(ib0).mtu=4092 is above 2044, what partition Default (mtu unset (OpenSM default 2048))" in message
+    assert message.endswith("use mtu 2044, or set mtu: 4096 on opensm_default_partition")
+    assert errors(ib0, default_partition={"ipoib": True, "mtu": 4096}) == []
+    (message,) = errors(ib0, default_partition={"membership": "full", "mtu": 4096})
+    assert "ipoib: false" in message and message.endswith("set ipoib: true on opensm_default_partition")
+    # a Default entry in opensm_partitions wins; a child interface is not on the Default partition
+    assert errors(ib0, partitions=PARTITIONS, default_partition={"ipoib": False}) == []
+    assert errors({"name": "ib0.8005", "kind": "ipoib"}, default_partition={"ipoib": False}) == []
+
+
+def test_default_partition_reaches_the_filter():
+    from ansible_collections.gpucluster.fabric.plugins.filter.fabric_interfaces import fabric_interfaces_errors
+
+    found = fabric_interfaces_errors(
+        [{"name": "ib0", "kind": "ipoib"}], "gpu1", {}, {}, None, 4096, {"ipoib": True, "mtu": 2048}
+    )
+    assert len(found) == 1 and "on opensm_default_partition" in found[0]
+
+
 def test_list_errors_duplicates_and_enhanced_map():
     interfaces = [
         {"name": "ib0", "kind": "ipoib", "address": "10.10.0.11/16", "mode": "connected"},
@@ -196,6 +212,29 @@ def test_list_errors_duplicates_and_enhanced_map():
     assert len(found) == 4
     assert m.list_errors(None) == []
     assert "is not a list" in m.list_errors({"name": "ib0"}, "node1")[0]
+
+
+@pytest.mark.parametrize(("override", "refused"), [(True, True), ("true", True), ("false", False), ("no", False)])
+def test_enhanced_ipoib_override_read_as_a_boolean(override, refused):
+    # bool("false") is True: a string "false" from -e or an AWX survey used to refuse connected mode.
+    iface = {"name": "ib0", "kind": "ipoib", "mode": "connected"}
+    found = m.list_errors([iface], "node1", enhanced_ipoib={"ib0": override})
+    assert bool(found) is refused
+    # and it wins over what fabric_link_info detected, both ways
+    links = {"ib0": {"exists": True, "enhanced_ipoib": not refused}}
+    assert bool(m.list_errors([iface], "node1", links=links, enhanced_ipoib={"ib0": override})) is refused
+
+
+def test_enhanced_ipoib_override_that_is_not_a_boolean():
+    found = m.list_errors([{"name": "ib0", "kind": "ipoib"}], "node1", enhanced_ipoib={"ib0": "maybe"})
+    assert found == ["node1: fabric_interfaces_enhanced_ipoib.ib0=maybe: 'maybe' is not a boolean; write true or false"]
+
+
+def test_partition_ipoib_string_false_is_off():
+    partitions = [{"name": "storage", "pkey": "0x0002", "ipoib": "false", "mtu": 4096}]
+    (message,) = errors({"name": "ib0.8002", "kind": "ipoib"}, partitions=partitions)
+    assert "ipoib: false" in message
+    assert errors({"name": "ib0.8002", "kind": "ipoib"}, partitions=[dict(partitions[0], ipoib="true")]) == []
 
 
 @pytest.mark.parametrize(

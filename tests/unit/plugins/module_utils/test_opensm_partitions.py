@@ -180,10 +180,20 @@ def test_unknown_partition_key_is_reported():
     assert msg.startswith("sm1: opensm_partitions[0] has unknown key(s) memebers; allowed:")
 
 
-def test_partition_without_members_key():
+@pytest.mark.parametrize(("members", "shown"), [("missing", "missing"), (None, "members: null"), ([], "members: []")])
+def test_partition_without_members_is_refused_the_same_way(members, shown):
+    # One rule for a missing key, `members:` left empty (YAML null) and `members: []`; null and [] used to
+    # render the partition as a comment without a word.
     part = dict(GPU)
-    del part["members"]
-    assert one_error([part]).startswith("sm1: opensm_partitions[0] has no members")
+    if members == "missing":
+        del part["members"]
+    else:
+        part["members"] = members
+    msg = one_error([part])
+    assert msg.startswith(f"sm1: opensm_partitions[0] has no members ({shown}); list at least one")
+    assert "leave it out of opensm_partitions until it has one" in msg
+    with pytest.raises(op.PartitionError):
+        render([part])
 
 
 # --- members --------------------------------------------------------------------------------------------------------
@@ -283,15 +293,24 @@ def test_no_both_membership_keeps_allow_both_pkeys_off():
 # --- MTU and rate ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mtu, code", [(256, 1), (512, 2), (1024, 3), (2048, 4), (4096, 5)])
-def test_mtu_bytes_to_ibta_code(mtu, code):
-    assert op.mtu_bytes_to_code(mtu) == code
+@pytest.mark.parametrize("mtu", [4096, "4096"])
+def test_partition_mtu_as_int_or_digit_string(mtu):
+    # "4096" passed the role's argument spec (type int) and was then refused here; one rule now: both are 4096.
+    assert render([dict(GPU, mtu=mtu)]).endswith(
+        "gpu=0x0101, ipoib, mtu=5 :\n  0x0002c903000a1b2e=full\n"
+        "  0x0002c903000a1b30=full\n  0x0002c903000a1b40=full ;\n"
+    )
 
 
-@pytest.mark.parametrize("mtu", [4092, 9000, 65520, 5, "4096", True, None])
-def test_mtu_bytes_rejected(mtu):
-    with pytest.raises(ValueError, match="256, 512, 1024, 2048, 4096"):
-        op.mtu_bytes_to_code(mtu)
+@pytest.mark.parametrize("mtu", [4092, 9000, 65520, 5, True])
+def test_partition_mtu_rejected(mtu):
+    msg = one_error([dict(GPU, mtu=mtu)])
+    assert msg.startswith(f"sm1: opensm_partitions[0].mtu={mtu!r} is invalid (IB MTU must be one of 256, 512, 1024")
+
+
+@pytest.mark.parametrize("sl", [3, "3"])
+def test_sl_as_int_or_digit_string(sl):
+    assert "gpu=0x0101, ipoib, mtu=5, sl=3 :" in render([dict(GPU, sl=sl)])
 
 
 def test_partition_mtu_error_names_value_and_fix():
@@ -303,6 +322,24 @@ def test_partition_mtu_error_names_value_and_fix():
 def test_mtu_without_ipoib_is_an_error():
     msg = one_error([dict(GPU, ipoib=False)])
     assert msg.startswith("sm1: opensm_partitions[0].mtu=4096 only applies to the IPoIB broadcast group")
+
+
+@pytest.mark.parametrize(("value", "ipoib"), [("true", True), ("True", True), ("yes", True), ("false", False)])
+def test_ipoib_strings_read_as_booleans(value, ipoib):
+    # AWX surveys and -e pass "true"; the bool filter takes it, so the partition rule does too.
+    part = dict(GPU, ipoib=value)
+    if not ipoib:
+        del part["mtu"]
+    model, errors = check([part], {"membership": "full", "ipoib": value})
+    assert errors == []
+    assert model["partitions"][0]["ipoib"] is ipoib
+    assert ("ipoib" in model["partitions"][0]["flags"]) is ipoib
+    assert model["default"]["ipoib"] is ipoib
+
+
+def test_ipoib_that_is_not_a_boolean():
+    msg = one_error([dict(GPU, ipoib="maybe", mtu=None)])
+    assert msg.startswith("sm1: opensm_partitions[0].ipoib='maybe' is not a boolean; write true or false")
 
 
 @pytest.mark.parametrize("rate, code", [(10, 3), (2.5, 2), (56, 12), (100, 16), (200, 17), (400, 21)])
@@ -446,11 +483,29 @@ def test_render_is_independent_of_inventory_order():
     assert render([dict(GPU, members=members)]) == render([dict(GPU, members=list(reversed(members)))])
 
 
-def test_render_empty_group_becomes_comment():
+def test_empty_member_group_is_an_error_naming_partition_group_and_fix():
+    # It used to turn the partition into a comment in partitions.conf, silently.
     hostvars, groups = inventory()
     groups["empty"] = []
-    text = op.partitions_conf([dict(GPU, members=[{"group": "empty", "membership": "full"}])], hostvars, groups)
-    assert text.endswith("\n# gpu=0x0101, ipoib, mtu=5 : no members in the inventory, so no partition\n")
+    members = [{"group": "empty", "membership": "full"}]
+    model, errors = op.resolve_partitions([dict(GPU, members=members)], hostvars, groups, None, SM)
+    assert errors == [
+        "sm1: opensm_partitions[0].members[0].group='empty' is an empty inventory group, so it gives partition gpu "
+        "no port; add the hosts to group empty, name the group they are in, or remove this member"
+    ]
+    # The same in the Default partition's full_members.
+    _model, errors = op.resolve_partitions([], hostvars, groups, {"full_members": [{"group": "empty"}]}, SM)
+    assert len(errors) == 1 and "gives partition Default no port" in errors[0]
+
+
+def test_member_group_without_port_guids_is_an_error():
+    hostvars, groups = inventory()
+    groups["new"] = ["gpu3"]
+    hostvars["gpu3"] = {}
+    _model, errors = op.resolve_partitions(
+        [dict(GPU, members=[{"group": "new", "membership": "full"}])], hostvars, groups, None, SM
+    )
+    assert any("(group new) includes host gpu3, which has no fabric_port_guids" in e for e in errors), errors
 
 
 def test_render_refuses_invalid_inventory_listing_all_errors():

@@ -1,0 +1,218 @@
+"""ansible-core itself evaluates each condition that reads a boolean switch, with the switch given as a string.
+
+`-e x=false` and an AWX survey pass "false". For every boolean variable (tools/bool_uses.py finds them) and every
+conditional of roles/ and playbooks/ that reads it, directly or through role vars, set_fact and task vars, the
+condition is evaluated with Templar.evaluate_conditional (what `when:`, `that:`, `failed_when:` use in 2.19) for
+"true", "yes", "True" and True, then "false", "no", "False" and False: each string must give the boolean's result.
+The templated strings and templates that read a switch directly are rendered the same way.
+
+The other variables come from every role's defaults and vars, the tasks' set_fact and vars; registered results and
+facts come from STAND_INS, chosen so that each switch decides at least one result (test_switch_decides). An
+expression that still lacks a variable is skipped with the reason (pytest -ra lists them), never passed silently.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]  # repository-level test: tools/ is not shipped
+_spec = importlib.util.spec_from_file_location("bool_uses", ROOT / "tools" / "bool_uses.py")
+bool_uses = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = bool_uses  # dataclasses look their module up there
+_spec.loader.exec_module(bool_uses)
+
+template = pytest.importorskip("ansible.template")
+from ansible.errors import AnsibleBrokenConditionalError, AnsibleUndefinedVariable  # noqa: E402
+from ansible.parsing.dataloader import DataLoader  # noqa: E402
+from jinja2 import nodes  # noqa: E402
+
+NAMES, _ = bool_uses.boolean_variables(ROOT)
+TRUE_SPELLINGS = ("true", "yes", "True", True)
+FALSE_SPELLINGS = ("false", "no", "False", False)
+
+# Registered results and facts (what a host would have given), chosen so that the switch, not these, decides.
+STAND_INS = {
+    "ansible_check_mode": False,
+    "ansible_managed": "Ansible managed",
+    "inventory_hostname": "gpu1",
+    "__rails": 2,
+    "__thresholds": {"gc_thresh1": 2048},
+    "__nccl_changing": ["libnccl2"],
+    "__nccl_madison": {"stdout": ""},
+    "__nccl_dpkg": {"stdout": ""},
+    "__nccl_dpkg_installed": {},
+    "__nccl_package_version": "2.21.5-1+cuda12.4",
+    "cuda_repo_offered_nccl": {"libnccl2": ["2.21.5-1+cuda12.4"]},
+    "__opensm_was_running": True,
+    "__rdma_modules_probe": {
+        "hca_modules": ["mlx5_core", "mlx5_ib"],
+        "gpudirect": {"mode": "peermem", "reason": "MLNX_OFED ib_core"},
+        "facts": {"runtime_load": {"possible": True, "reason": "in a container"}, "peermem": {"persisted_in": []}},
+    },
+    "__rdma_modules_peermem_state": "failed",
+    "__rdma_modules_peermem_error": "Invalid argument",
+    "__fabric_validate_result": {"checks": [{"host": "gpu1", "name": "rdma", "status": "failed", "detail": "x"}]},
+}
+
+LOADER = DataLoader()
+
+
+def _load(path):
+    return LOADER.load_from_file(str(path), trusted_as_template=True) or {}
+
+
+def _task_files():
+    return [path for path in bool_uses.source_files(ROOT) if path.suffix in (".yml", ".yaml")]
+
+
+def _walk_tasks(data, path, scope, scopes, facts):
+    """Record the vars (block and task) each string is templated with, and each set_fact's expressions."""
+    if isinstance(data, str):
+        scopes.setdefault((path, data), scope)
+    elif isinstance(data, list):
+        for item in data:
+            _walk_tasks(item, path, scope, scopes, facts)
+    elif isinstance(data, dict):
+        scope = {**scope, **(data.get("vars") if isinstance(data.get("vars"), dict) else {})}
+        for key, value in data.items():
+            if key in ("ansible.builtin.set_fact", "set_fact") and isinstance(value, dict):
+                for name, expression in value.items():
+                    facts.setdefault(name, []).append(expression)
+            _walk_tasks(value, path, scope, scopes, facts)
+
+
+def _context():
+    base, scopes, facts = {}, {}, {}
+    for pattern in ("roles/*/defaults/main.yml", "roles/*/vars/main.yml"):
+        for path in sorted(ROOT.glob(pattern)):
+            base.update(_load(path))
+    for path in _task_files():
+        if "/defaults/" in str(path) or "/vars/" in str(path) or "/meta/" in str(path):
+            continue
+        _walk_tasks(_load(path), path.relative_to(ROOT), {}, scopes, facts)
+    # A fact set in one place only is a definition; one set in several places needs a stand-in.
+    base.update({name: values[0] for name, values in facts.items() if len(values) == 1})
+    return base, scopes
+
+
+BASE, SCOPES = _context()
+
+
+def _names(value, conditional=False):
+    """The variables a condition, or a definition (a string, or strings inside a list or mapping), reads."""
+    if isinstance(value, dict):
+        return set().union(*(_names(item) for item in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_names(item) for item in value))
+    if not isinstance(value, str):
+        return set()
+    tree = bool_uses.Expression(Path("-"), 1, 1, value, conditional).parse()
+    return {node.name for node in tree.find_all(nodes.Name) if node.ctx == "load"}
+
+
+def _reads(names, scope, seen=None):
+    """The variables an expression reads, through the definitions (defaults, vars, set_fact, task vars) it names."""
+    seen = set() if seen is None else seen
+    for name in names - seen:
+        seen.add(name)
+        if name not in STAND_INS:
+            _reads(_names(scope.get(name, BASE.get(name))), scope, seen)
+    return seen
+
+
+def _cases():
+    cases = []
+    for expression in bool_uses.expressions(ROOT):
+        scope = SCOPES.get((expression.path, expression.text), {})
+        direct = _names(expression.text, expression.conditional)
+        reads = _reads(direct, scope) if expression.conditional else direct
+        for switch in sorted(NAMES & reads):
+            cases.append(pytest.param(switch, expression, scope, id=f"{switch}@{expression.path}:{expression.line}"))
+    return cases
+
+
+CASES = _cases()
+
+
+def _collection_modules():
+    return {name: module for name, module in sys.modules.items() if name.split(".")[0] == "ansible_collections"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def collection_loader(tmp_path_factory):
+    """The collection's own filters (gpucluster.fabric.*) resolvable, as under ansible-playbook; removed after.
+
+    tests/unit import the collection as a plain package (tests/unit/conftest.py); Ansible's plugin loader needs the
+    packages its collection finder imports, so those are set aside meanwhile and restored after.
+    """
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
+    from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+
+    if AnsibleCollectionConfig.collection_finder is not None:
+        yield
+        return
+    root = tmp_path_factory.mktemp("collections")
+    (root / "ansible_collections" / "gpucluster").mkdir(parents=True)
+    (root / "ansible_collections" / "gpucluster" / "fabric").symlink_to(ROOT)
+    plain = _collection_modules()
+    for name in plain:
+        del sys.modules[name]
+    _AnsibleCollectionFinder(paths=[str(root)])._install()
+    yield
+    _AnsibleCollectionFinder._remove()
+    AnsibleCollectionConfig._collection_finder = None
+    for name in _collection_modules():
+        del sys.modules[name]
+    sys.modules.update(plain)
+
+
+def _evaluate(expression, scope, switch, value):
+    templar = template.Templar(loader=LOADER, variables={**BASE, **scope, **STAND_INS, switch: value})
+    text = template.trust_as_template(expression.text)
+    return templar.evaluate_conditional(text) if expression.conditional else templar.template(text)
+
+
+def _evaluate_real(expression, scope, switch, value):
+    try:
+        return _evaluate(expression, scope, switch, value)
+    except AnsibleUndefinedVariable as error:
+        pytest.skip(f"{expression.path}:{expression.line}: no stand-in: {str(error).splitlines()[0]}")
+
+
+def test_every_switch_has_a_case():
+    switches = {case.values[0] for case in CASES}
+    assert switches == NAMES
+    assert sum(1 for case in CASES if case.values[1].conditional) >= 20
+
+
+@pytest.mark.parametrize(("switch", "expression", "scope"), CASES)
+def test_string_evaluates_like_the_boolean(switch, expression, scope):
+    for spellings in (TRUE_SPELLINGS, FALSE_SPELLINGS):
+        expected = _evaluate_real(expression, scope, switch, spellings[-1])
+        for spelling in spellings[:-1]:
+            assert _evaluate(expression, scope, switch, spelling) == expected, f"{switch}={spelling!r}"
+
+
+@pytest.mark.parametrize("switch", sorted(NAMES))
+def test_switch_decides(switch):
+    """With the stand-ins, true and false give different results somewhere: the cases above really test the switch."""
+    results = []
+    for case in CASES:
+        name, expression, scope = case.values
+        if name == switch:
+            try:
+                results.append(tuple(_evaluate(expression, scope, switch, value) for value in (True, False)))
+            except AnsibleUndefinedVariable:
+                continue
+    assert any(on != off for on, off in results), f"{switch}: no expression changes with it"
+
+
+def test_bare_switch_would_be_caught():
+    """The evaluation above tells a bare use from a filtered one: ansible-core refuses or misreads the string."""
+    bare = bool_uses.Expression(Path("-"), 1, 1, "not nccl_hold", True)
+    assert _evaluate(bare, {}, "nccl_hold", False) is True
+    assert _evaluate(bare, {}, "nccl_hold", "false") is False  # "false" is a non-empty string: truthy
+    with pytest.raises(AnsibleBrokenConditionalError, match="must have a boolean result"):
+        _evaluate(bool_uses.Expression(Path("-"), 1, 1, "nccl_hold", True), {}, "nccl_hold", "false")
