@@ -1,0 +1,48 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+# The documentation of action plugin declared_vars (plugins/action/declared_vars.py), which runs on the controller
+# only; this file is where ansible-doc looks for it.
+
+DOCUMENTATION = r"""
+module: declared_vars
+short_description: Refuse inventory variables with the collection's prefixes that no role declares
+description:
+  - Judges the variables the inventory (group_vars, host_vars, inventory files) and C(-e) extra vars give the host;
+    every name starting with C(rdma_), C(cuda_repo_), C(nccl_), C(fabric_), C(opensm_) or C(gpucluster_) that no role
+    of the collection declares is reported, with the closest declared name (C(nccl_versoin) gets C(did you
+    mean nccl_version?)). All of the host's names are reported at once.
+  - The declared names are read from the collection itself on every run (each role's argument specs and defaults,
+    the facts the roles publish, the playbooks' C(gpucluster_*) switches), so they cannot drift from the roles.
+  - Facts, registered results and C(set_fact) values of earlier plays of the run, play vars and role defaults are
+    not judged.
+  - Runs on the controller only; changes nothing.
+options:
+  mode:
+    description:
+      - C(error) fails the host, C(warn) prints the messages as warnings, C(ignore) skips the check (for sites that
+        use these prefixes for their own variables).
+    type: str
+    choices: [error, warn, ignore]
+    default: error
+author:
+  - gpucluster.fabric contributors
+"""
+
+EXAMPLES = r"""
+- name: Refuse misspelled variables
+  gpucluster.fabric.declared_vars:
+    mode: "{{ gpucluster_unknown_vars | default('error') }}"
+"""
+
+RETURN = r"""
+undeclared:
+  description: The host's undeclared names with one of the collection's prefixes.
+  type: list
+  elements: str
+  returned: always
+messages:
+  description: One message per undeclared name, naming the host, the variable and the closest declared name.
+  type: list
+  elements: str
+  returned: always
+"""

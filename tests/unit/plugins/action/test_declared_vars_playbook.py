@@ -1,0 +1,121 @@
+"""The declared_vars check in real ansible-playbook runs on localhost (connection local; nothing is changed)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gpucluster" / "fabric").is_dir())
+
+pytestmark = pytest.mark.skipif(not PLAYBOOK.is_file(), reason="no ansible-playbook next to this Python")
+
+# A play before the check registers and sets names with the collection's prefixes, and the check runs inside a role
+# whose defaults and the play's vars carry such names too: none of them is the inventory's, none may be judged.
+CHECK = """
+- name: An earlier play of the run
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Register a result
+      ansible.builtin.command: "true"
+      register: nccl_user_result
+      changed_when: false
+    - name: Set a fact
+      ansible.builtin.set_fact:
+        fabric_user_fact: 1
+- name: The check
+  hosts: all
+  gather_facts: false
+  vars:
+    opensm_play_level_name: 1
+  roles:
+    - checker
+"""
+
+
+def _run(tmp_path, hosts, *args, playbook=None):
+    inventory = tmp_path / "hosts.yml"
+    lines = ["all:", "  vars:", "    ansible_connection: local", f"    ansible_python_interpreter: {sys.executable}"]
+    lines += ["  children:", "    gpu_nodes:", "      hosts:"]
+    for host, variables in hosts.items():
+        lines.append(f"        {host}:" + ("" if variables else " {}"))
+        lines += [f"          {name}: {value!r}" for name, value in variables.items()]
+    inventory.write_text("\n".join(lines) + "\n")
+    if playbook is None:
+        (tmp_path / "roles" / "checker" / "defaults").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "roles" / "checker" / "tasks").mkdir(exist_ok=True)
+        (tmp_path / "roles" / "checker" / "defaults" / "main.yml").write_text("nccl_role_default_name: 1\n")
+        (tmp_path / "roles" / "checker" / "tasks" / "main.yml").write_text(
+            "- name: Check\n"
+            "  gpucluster.fabric.declared_vars:\n"
+            "    mode: \"{{ gpucluster_unknown_vars | default('error') }}\"\n"
+        )
+        playbook = tmp_path / "check.yml"
+        playbook.write_text(CHECK)
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+        ANSIBLE_ROLES_PATH=str(tmp_path / "roles"),
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+        ANSIBLE_HOME=str(tmp_path / "home"),
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_NOCOLOR="1",
+    )
+    return subprocess.run(
+        [str(PLAYBOOK), "-i", str(inventory), str(playbook), *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_clean_inventory_passes(tmp_path):
+    run = _run(tmp_path, {"gpu01": {"nccl_version": "2.21.5"}, "gpu02": {"fabric_port_guids": ["0x1"]}})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "did you mean" not in run.stdout
+
+
+def test_every_mistake_of_every_host_in_one_run(tmp_path):
+    run = _run(tmp_path, {"gpu01": {"nccl_versoin": "2.21.5"}, "gpu02": {"opensm_sm_priorty": 3}}, "-e", "rdma_zzz=1")
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    assert "gpu01: nccl_versoin: did you mean nccl_version?" in out
+    assert "gpu02: opensm_sm_priorty: did you mean opensm_sm_priority?" in out
+    # -e extra vars are the inventory's too
+    assert "gpu01: rdma_zzz: no role of gpucluster.fabric declares it" in out
+    assert "gpu02: rdma_zzz" in out
+    for name in ("nccl_user_result", "fabric_user_fact", "opensm_play_level_name", "nccl_role_default_name"):
+        assert name not in out
+
+
+def test_warn_reports_and_goes_on(tmp_path):
+    run = _run(tmp_path, {"gpu01": {"nccl_versoin": "2.21.5", "gpucluster_unknown_vars": "warn"}})
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "gpu01: nccl_versoin: did you mean nccl_version?" in out
+
+
+def test_ignore_skips(tmp_path):
+    run = _run(tmp_path, {"gpu01": {"nccl_versoin": "2.21.5"}}, "-e", "gpucluster_unknown_vars=ignore")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "did you mean" not in run.stdout
+
+
+def test_site_preflight_stops_before_any_check_that_touches_a_host(tmp_path):
+    """gpucluster.fabric.preflight (site.yml's first playbook) refuses both mistakes in its first check."""
+    run = _run(
+        tmp_path,
+        {"gpu01": {"nccl_versoin": "2.21.5"}, "gpu02": {"fabric_interfaces_bakend": "netplan"}},
+        playbook="gpucluster.fabric.preflight",
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    assert "gpu01: nccl_versoin: did you mean nccl_version?" in out
+    assert "gpu02: fabric_interfaces_bakend: did you mean fabric_interfaces_backend?" in out
+    assert "Gather facts" not in out
