@@ -70,6 +70,7 @@ lint: venv  ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python tools/role_docs.py --check
+	$(BIN)/python tools/bool_uses.py
 	$(BIN)/antsibull-changelog lint
 
 .PHONY: docs
