@@ -27,12 +27,17 @@ def _cached(cache, host):
 def _names(task, task_vars, host):
     """The host's variable names from the inventory and extra vars, without facts and results of this run."""
     manager = task.get_variable_manager()
-    inventory_host = manager._inventory.get_host(host) if manager is not None else None
+    try:
+        # VariableManager's private parts (checked on ansible-core 2.19); without them, the host's hostvars.
+        inventory_host = manager._inventory.get_host(host)
+        caches = (manager._nonpersistent_fact_cache, manager._fact_cache)  # register and set_fact; facts
+    except AttributeError:
+        inventory_host = None
     if inventory_host is None:
         return set(task_vars["hostvars"][host])
     # Without a play or task: inventory, vars plugins, facts, results of earlier tasks, extra vars.
     names = set(manager.get_vars(host=inventory_host, include_hostvars=False))
-    for cache in (manager._nonpersistent_fact_cache, manager._fact_cache):  # register and set_fact; facts
+    for cache in caches:
         names -= set(_cached(cache, host))
     return names | set(manager.extra_vars)
 

@@ -37,9 +37,13 @@ def has_prefix(name):
     return isinstance(name, str) and name.startswith(PREFIXES)
 
 
+# libyaml's loader when PyYAML has it (as Ansible's own YAML loading prefers): the declared set is read on every run.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load(path):
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=_LOADER)  # noqa: S506 - a safe loader
     except (OSError, yaml.YAMLError):
         return None
 
