@@ -116,9 +116,10 @@ def _wait_for_ssh(host, timeout=120):
 
 
 def _state(host):
-    """What a run could change on a host: packages and their states, holds, /etc, the fabric interface."""
+    """What a run could change on a host: packages and their states, holds, /etc, the fabric interface, and what a
+    preflight may leave in /tmp (cuda_repo's downloads must be removed when the preflight fails)."""
     script = (
-        "dpkg-query -W -f='${Package} ${Version} ${Status}\\n' | sort; apt-mark showhold;"
+        "dpkg-query -W -f='${Package} ${Version} ${Status}\\n' | sort; apt-mark showhold; ls -d /tmp/cuda_repo.* 2>&1;"
         " find /etc -xdev -type f -print0 | sort -z | xargs -0 md5sum; { ip -o link show eth1 | sed 's/ qlen.*//';"
         " ip -o addr show dev eth1; } 2>/dev/null || echo 'no eth1'"
     )
@@ -142,8 +143,9 @@ def lab(tmp_path_factory):
             ["fabric_interfaces", "4092"],
         ),
         ({"fabric_port_guids": ["0x0002c90300c0020Z"]}, ["fabric_port_guids"]),
+        ({"nccl_versoin": "2.21.5-1+cuda12.4"}, ["nccl_versoin: did you mean nccl_version?"]),
     ],
-    ids=["mtu-9000-datagram-ipoib", "malformed-guid"],
+    ids=["mtu-9000-datagram-ipoib", "malformed-guid", "misspelled-variable"],
 )
 def test_bad_inventory_fails_in_preflight_before_any_change(lab, request, bad, expected):
     """One GPU node's bad value stops every host in the preflight play; the message names host and variable."""
