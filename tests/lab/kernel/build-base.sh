@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) the kernel-lab VM base: a debootstrap root file system with Debian's stock kernel, the kernel and
-# initramfs extracted for qemu -kernel/-initrd, a per-build SSH key, and base.img made with mke2fs -d (no loop device).
+# initramfs extracted for qemu -kernel/-initrd, a per-build SSH login key (no host keys: vm-up.sh gives each VM its
+# own), and base.img made with mke2fs -d (no loop device).
 #
 #   build-base.sh [suite]          default: bookworm (KERNEL_LAB_SUITE)
 #
@@ -85,6 +86,10 @@ for unit in apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.tim
   e2scrub_reap.service getty@tty1.service; do
   ln -sf /dev/null "/etc/systemd/system/$unit"
 done
+# No host keys in the base (openssh-server's postinst made some): each VM gets its own from vm-up.sh through qemu
+# fw_cfg, installed before sshd starts (guest/common: kernel-lab-ssh-hostkey.service).
+rm -f /etc/ssh/ssh_host_*
+systemctl enable kernel-lab-ssh-hostkey.service 2>/dev/null
 # Rebuild the initramfs with only the modules the VM needs to mount its root (guest/common/rootfs/etc/initramfs-tools): a small
 # initramfs boots noticeably faster under emulation than Debian's MODULES=most default.
 update-initramfs -u -k all >/dev/null

@@ -6,8 +6,10 @@
 # Each VM gets a qcow2 overlay on base.img, SSH forwarded from a free port on 127.0.0.1, a management NIC (eth0, qemu
 # user networking with NAT) and a fabric NIC (eth1) on an L2 segment shared by every VM of <run-dir> (qemu socket
 # multicast on loopback; each run dir picks its own UDP port, so concurrent labs do not see each other). MACs are
-# distinct per VM. Writes <run-dir>/<name>.json (instance, address, port, user, identity_file, fabric_mac) and prints
-# a JSON list of them. Does not wait for SSH: see vm-wait-ssh.sh.
+# distinct per VM. Each VM gets its own ed25519 SSH host key, made here and handed in through qemu fw_cfg (the guest
+# installs it before sshd starts); <run-dir>/known_hosts lists every VM's port with its key, so clients check host
+# keys strictly. Writes <run-dir>/<name>.json (instance, address, port, user, identity_file, known_hosts,
+# fabric_mac) and prints a JSON list of them. Does not wait for SSH: see vm-wait-ssh.sh.
 #
 # KERNEL_LAB_SMP (1) and KERNEL_LAB_MEM (512, MiB) size each VM; KERNEL_LAB_QEMU_EXTRA adds qemu arguments.
 set -euo pipefail
@@ -19,9 +21,9 @@ shift
   echo "usage: vm-up.sh <run-dir> <name>..." >&2
   exit 2
 }
-for tool in qemu-system-x86_64 qemu-img python3; do
+for tool in qemu-system-x86_64 qemu-img python3 ssh-keygen; do
   command -v "$tool" >/dev/null || {
-    echo "missing $tool (apt-get install qemu-system-x86 qemu-utils python3)" >&2
+    echo "missing $tool (apt-get install qemu-system-x86 qemu-utils python3 openssh-client)" >&2
     exit 1
   }
 done
@@ -54,6 +56,8 @@ for name in "$@"; do
     continue
   fi
   qemu-img create -q -f qcow2 -F raw -b "$base/base.img" "$vm.qcow2"
+  rm -f "$vm.ssh_host_ed25519_key" "$vm.ssh_host_ed25519_key.pub"
+  ssh-keygen -q -t ed25519 -N '' -C "kernel-lab-$name" -f "$vm.ssh_host_ed25519_key"
   ssh_port=$(free_port tcp)
   mgmt_mac=$(printf '52:54:00:4c:00:%02x' "$index")
   fabric_mac=$(printf '52:54:00:fa:00:%02x' "$index")
@@ -70,14 +74,25 @@ for name in "$@"; do
     -netdev "socket,id=fabric,mcast=$fabric_group:$fabric_port,localaddr=127.0.0.1" \
     -device "virtio-net-pci,netdev=fabric,mac=$fabric_mac" \
     -device virtio-rng-pci \
+    -fw_cfg "name=opt/gpucluster/ssh_host_ed25519_key,file=$vm.ssh_host_ed25519_key" \
     -serial "file:$vm.console" -pidfile "$vm.pid" -daemonize \
     ${KERNEL_LAB_QEMU_EXTRA:-}
   cat >"$vm.json" <<JSON
 {"instance": "$name", "address": "127.0.0.1", "port": $ssh_port, "user": "root",
- "identity_file": "$base/id_ed25519", "fabric_mac": "$fabric_mac", "console": "$vm.console"}
+ "identity_file": "$base/id_ed25519", "known_hosts": "$run_dir/known_hosts",
+ "host_key": "$vm.ssh_host_ed25519_key.pub", "fabric_mac": "$fabric_mac", "console": "$vm.console"}
 JSON
   echo "$name: qemu pid $(cat "$vm.pid"), ssh 127.0.0.1:$ssh_port, console $vm.console" >&2
 done
+
+# known_hosts of the run dir, from every VM it holds (also those an earlier call started): [127.0.0.1]:<port> <key>
+shopt -s nullglob
+python3 -c 'import json, sys
+for f in sys.argv[1:]:
+    c = json.load(open(f))
+    print("[%s]:%s" % (c["address"], c["port"]), *open(c["host_key"]).read().split()[:2])' \
+  "$run_dir"/*.json >"$run_dir/known_hosts.new"
+mv "$run_dir/known_hosts.new" "$run_dir/known_hosts"
 
 configs=()
 for name in "$@"; do configs+=("$run_dir/$name.json"); done
