@@ -6,7 +6,7 @@
 from pathlib import Path
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpucluster.fabric.plugins.module_utils.declared_vars import (
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.declared_vars import (
     MODES,
     declared_names,
     failure_message,

@@ -24,8 +24,7 @@ options:
     type: str
     choices: [error, warn, ignore]
     default: error
-author:
-  - gpucluster.fabric contributors
+author: gpucluster.fabric maintainers (@gpucluster)
 """
 
 EXAMPLES = r"""

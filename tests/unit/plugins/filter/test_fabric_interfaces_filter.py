@@ -34,3 +34,12 @@ def test_errors_filter_uses_detected_links_and_overrides():
     assert found[1].startswith("gpu01: fabric_interfaces[1] (ib1) does not exist on this host")
     # the inventory may say a detected mlx5 port has enhanced IPoIB turned off
     assert len(FILTERS["fabric_interfaces_errors"](interfaces, "gpu01", links, {"ib0": False})) == 1
+
+
+def test_default_partition_reaches_the_filter():
+    from ansible_collections.gpucluster.fabric.plugins.filter.fabric_interfaces import fabric_interfaces_errors
+
+    found = fabric_interfaces_errors(
+        [{"name": "ib0", "kind": "ipoib"}], "gpu1", {}, {}, None, 4096, {"ipoib": True, "mtu": 2048}
+    )
+    assert len(found) == 1 and "on opensm_default_partition" in found[0]

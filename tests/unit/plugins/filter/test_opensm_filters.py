@@ -57,3 +57,10 @@ def test_ib_mtu_code():
     assert F["ib_mtu_code"](4096) == 5
     with pytest.raises(AnsibleFilterError):
         F["ib_mtu_code"](4092)
+
+
+def test_the_opensm_filter_uses_the_same_table():
+    # The Ansible-facing filter ib_mtu_code is the model's function behind an AnsibleFilterError.
+    from ansible_collections.gpucluster.fabric.plugins.filter import opensm
+
+    assert opensm.ib_mtu_code("4096") == opensm.ib_mtu_code(4096) == 5

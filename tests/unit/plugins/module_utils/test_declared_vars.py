@@ -7,7 +7,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import ROOT, load  # noqa: E402
 
-declared_vars = load("declared_vars")
+# Controller-side code (it reads YAML), so it lives in plugin_utils, not module_utils.
+declared_vars = load("declared_vars", kind="plugin_utils")
 DECLARED = declared_vars.declared_names(ROOT)
 
 

@@ -151,13 +151,6 @@ def test_ib_mtu_bytes_refuses_what_is_not_a_code(value):
         fm.ib_mtu_bytes(value)
 
 
-def test_the_opensm_filter_uses_the_same_table():
-    # The Ansible-facing filter ib_mtu_code is the model's function behind an AnsibleFilterError.
-    from ansible_collections.gpucluster.fabric.plugins.filter import opensm
-
-    assert opensm.ib_mtu_code("4096") == opensm.ib_mtu_code(4096) == 5
-
-
 @pytest.mark.parametrize(("value", "expected"), [(4096, 4096), ("2048", 2048), (None, 2048)])
 def test_partition_mtu_bytes(value, expected):
     assert fm.partition_mtu_bytes(value) == expected

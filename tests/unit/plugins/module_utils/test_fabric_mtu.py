@@ -186,15 +186,6 @@ def test_default_partition_checked_from_opensm_default_partition():
     assert errors({"name": "ib0.8005", "kind": "ipoib"}, default_partition={"ipoib": False}) == []
 
 
-def test_default_partition_reaches_the_filter():
-    from ansible_collections.gpucluster.fabric.plugins.filter.fabric_interfaces import fabric_interfaces_errors
-
-    found = fabric_interfaces_errors(
-        [{"name": "ib0", "kind": "ipoib"}], "gpu1", {}, {}, None, 4096, {"ipoib": True, "mtu": 2048}
-    )
-    assert len(found) == 1 and "on opensm_default_partition" in found[0]
-
-
 def test_list_errors_duplicates_and_enhanced_map():
     interfaces = [
         {"name": "ib0", "kind": "ipoib", "address": "10.10.0.11/16", "mode": "connected"},
