@@ -25,25 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 
-def collections_root():
-    """A directory holding ansible_collections/gpucluster/fabric for this checkout, as tests/unit/conftest.py builds.
+sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
+import collection  # noqa: E402  tests/lab/collection.py
 
-    module_utils import each other as ansible_collections.gpucluster.fabric.plugins.module_utils.*, so putting
-    plugins/module_utils itself on sys.path is not enough.
-    """
-    parent = os.path.dirname(ROOT)
-    if os.path.basename(parent) == "gpucluster" and os.path.basename(os.path.dirname(parent)) == "ansible_collections":
-        return os.path.dirname(os.path.dirname(parent))
-    root = os.path.join(ROOT, ".build", "collections")
-    link = os.path.join(root, "ansible_collections", "gpucluster", "fabric")
-    if not os.path.exists(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
-    return root
-
-
-COLLECTIONS = collections_root()
-sys.path.insert(0, COLLECTIONS)
+COLLECTIONS = collection.importable()
 sys.path.insert(0, os.path.join(ROOT, "tests", "lab", "ibsim"))
 import gen_fabric  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import (  # noqa: E402

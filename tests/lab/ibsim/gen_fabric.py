@@ -26,10 +26,11 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(
-    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "plugins", "module_utils")
-)
-from opensm_partitions import collect_port_guids  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import collection  # noqa: E402  tests/lab/collection.py
+
+collection.importable()
+from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import collect_port_guids  # noqa: E402
 
 IBSIM_MAX_NODES = 2048
 IBSIM_MAX_SWITCHES = 256

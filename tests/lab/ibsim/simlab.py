@@ -21,10 +21,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "plugins", "module_utils"))
 sys.path.insert(0, HERE)
-import gen_fabric  # noqa: E402
-from opensm_partitions import partitions_conf  # noqa: E402
+import gen_fabric  # noqa: E402  (it makes the collection importable: tests/lab/collection.py)
+from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import partitions_conf  # noqa: E402
 
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 
