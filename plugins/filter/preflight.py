@@ -38,7 +38,13 @@ _value:
   type: dict
 """
 
+import difflib  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402
+
+# What site.yml applies, in its order: every role on GPU nodes but opensm, which runs on the subnet managers.
+SITE_ROLES = ("rdma_core", "rdma_modules", "cuda_repo", "nccl", "fabric_interfaces", "opensm", "fabric_validate")
+SM_ROLES = ("opensm",)
 
 
 def _strip(options):
@@ -59,6 +65,32 @@ def argument_spec_without_defaults(data, entry_point="main"):
     return _strip(options)
 
 
+def site_roles(value, gpu=None, sm=None):
+    """gpucluster_roles validated and in site.yml's order; None means every role."""
+    if value is None:
+        names = list(SITE_ROLES)
+    else:
+        if isinstance(value, str):
+            value = [part for part in (p.strip() for p in value.split(",")) if part]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
+            raise AnsibleFilterError(
+                f"gpucluster_roles={value!r} is not a list of role names; list some of {', '.join(SITE_ROLES)}"
+            )
+        unknown = [name for name in value if name not in SITE_ROLES]
+        if unknown:
+            hints = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, SITE_ROLES, n=1)
+                hints.append(f"{name!r}" + (f" (did you mean {close[0]}?)" if close else ""))
+            raise AnsibleFilterError(
+                f"gpucluster_roles names unknown roles {', '.join(hints)}; the roles are {', '.join(SITE_ROLES)}"
+            )
+        names = [name for name in SITE_ROLES if name in value]
+    if gpu is None and sm is None:
+        return names
+    return [name for name in names if (sm if name in SM_ROLES else gpu)]
+
+
 class FilterModule:
     def filters(self):
-        return {"argument_spec_without_defaults": argument_spec_without_defaults}
+        return {"argument_spec_without_defaults": argument_spec_without_defaults, "site_roles": site_roles}

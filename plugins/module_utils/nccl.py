@@ -270,3 +270,67 @@ def parse_madison(text):
             if fields[1] not in versions:
                 versions.append(fields[1])
     return offered
+
+
+def package_decision(
+    dpkg_text,
+    madison_text,
+    package_version,
+    nccl_version,
+    cuda_version,
+    install_dev=False,
+    allow_version_change=False,
+    offered_index=None,
+    before_repository=False,
+):
+    """What the nccl role manages on a host and what it must refuse, from dpkg-query and apt-cache madison.
+
+    ``before_repository`` is true in check mode and in the site preflight (apt may not know the CUDA repository
+    yet); then an empty madison is not an error, and ``offered_index`` (what cuda_repo read from the signed package
+    index) is checked instead when there is one. Returns {installed, packages, offered, unverifiable, errors, notes};
+    the messages do not name the host (the role's assert does).
+    """
+    installed = parse_dpkg_query(dpkg_text)
+    packages = ["libnccl2"] + (["libnccl-dev"] if install_dev or "libnccl-dev" in installed else [])
+    madison = parse_madison(madison_text)
+    offered_index = offered_index or {}
+    unverifiable = bool(before_repository) and not madison
+    errors, notes = [], []
+    if unverifiable:
+        how = (
+            "; the pair is checked against the signed package index of the repository instead"
+            if offered_index
+            else ", nor its availability checked"
+        )
+        notes.append(
+            "apt does not know the CUDA repository yet (cuda_repo has not run for real), so the installation"
+            f" of {package_version} cannot be simulated{how}."
+        )
+    if not unverifiable or offered_index:
+        offered = madison or offered_index
+        missing = [p for p in packages if package_version not in offered.get(p, [])]
+        if missing:
+            seen = " (apt does not know the CUDA repository yet: checked against its signed package index)"
+            offered_list = ", ".join(offered.get("libnccl2") or ["none (run gpucluster.fabric.cuda_repo first)"])
+            errors.append(
+                f"{' and '.join(missing)} {package_version} (nccl_version={nccl_version},"
+                f" nccl_cuda_version={cuda_version}) is not offered by the configured apt repositories"
+                f"{seen if not madison else ''}; libnccl2 versions offered: {offered_list}. NVIDIA builds each NCCL"
+                " release for a few CUDA versions only: pick an offered pair."
+            )
+    changing = [p for p, state in installed.items() if state["version"] != package_version]
+    if changing and not allow_version_change:
+        have = ", ".join(f"{p} {installed[p]['version']}{' (held)' if installed[p]['held'] else ''}" for p in changing)
+        errors.append(
+            f"installed {have} but nccl_version={nccl_version} / nccl_cuda_version={cuda_version} ask for"
+            f" {package_version}. Replacing NCCL breaks running jobs and the pin is deliberate; to change it, drain"
+            " the node and set nccl_allow_version_change: true."
+        )
+    return {
+        "installed": installed,
+        "packages": packages,
+        "offered": madison or offered_index,
+        "unverifiable": unverifiable,
+        "errors": errors,
+        "notes": notes,
+    }

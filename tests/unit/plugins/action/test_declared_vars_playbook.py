@@ -107,15 +107,22 @@ def test_ignore_skips(tmp_path):
     assert "did you mean" not in run.stdout
 
 
-def test_site_preflight_stops_before_any_check_that_touches_a_host(tmp_path):
-    """gpucluster.fabric.preflight (site.yml's first playbook) refuses both mistakes in its first check."""
+def test_site_preflight_reports_misspelled_names_with_every_other_problem(tmp_path):
+    """gpucluster.fabric.preflight (site.yml's first playbook) reports the misspelled names of every host, and does
+    not stop there: the roles' argument specs and checks run too, and everything is reported by its last task."""
     run = _run(
         tmp_path,
         {"gpu01": {"nccl_versoin": "2.21.5"}, "gpu02": {"fabric_interfaces_bakend": "netplan"}},
+        "-e",
+        "gpucluster_roles=rdma_core,nccl",
         playbook="gpucluster.fabric.preflight",
     )
     out = run.stdout + run.stderr
     assert run.returncode != 0, out
     assert "gpu01: nccl_versoin: did you mean nccl_version?" in out
     assert "gpu02: fabric_interfaces_bakend: did you mean fabric_interfaces_backend?" in out
-    assert "Gather facts" not in out
+    # Neither host sets nccl_version: the nccl role's argument spec says so, with the way out.
+    for host in ("gpu01", "gpu02"):
+        assert f"{host}: gpucluster.fabric.nccl: missing required arguments: nccl_cuda_version, nccl_version" in out
+    assert "leave nccl out of gpucluster_roles" in out
+    assert "TASK [Report every problem of the host, or record the roles checked]" in out

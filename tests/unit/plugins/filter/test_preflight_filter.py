@@ -4,7 +4,11 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.gpucluster.fabric.plugins.filter.preflight import argument_spec_without_defaults
+from ansible_collections.gpucluster.fabric.plugins.filter.preflight import (
+    SITE_ROLES,
+    argument_spec_without_defaults,
+    site_roles,
+)
 
 ROLES = Path(__file__).resolve().parents[4] / "roles"
 
@@ -43,3 +47,37 @@ def test_suboptions_lose_defaults_too():
 def test_unknown_entry_point():
     with pytest.raises(AnsibleFilterError):
         argument_spec_without_defaults({"argument_specs": {}}, "main")
+
+
+def test_site_roles_default_is_every_role_in_site_order():
+    assert site_roles(None) == list(SITE_ROLES)
+    assert site_roles(None, gpu=True, sm=False) == [r for r in SITE_ROLES if r != "opensm"]
+    assert site_roles(None, gpu=False, sm=True) == ["opensm"]
+    assert site_roles(None, gpu=False, sm=False) == []
+    assert site_roles(None, gpu=True, sm=True) == list(SITE_ROLES)
+
+
+def test_site_roles_from_a_list_or_an_extra_vars_string():
+    assert site_roles(["nccl", "rdma_core"]) == ["rdma_core", "nccl"]
+    assert site_roles("nccl, rdma_core") == ["rdma_core", "nccl"]
+    assert site_roles("") == []
+    assert site_roles(["nccl", "opensm"], gpu=True, sm=False) == ["nccl"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (["ncl"], "'ncl' (did you mean nccl?)"),
+        ("rdma_core,zzz", "'zzz'; the roles are rdma_core,"),
+        ({"nccl": True}, "is not a list of role names"),
+        ([1], "is not a list of role names"),
+    ],
+)
+def test_site_roles_refuses_unknown_names(value, expected):
+    with pytest.raises(AnsibleFilterError, match="gpucluster_roles") as err:
+        site_roles(value)
+    assert expected in str(err.value)
+
+
+def test_site_roles_match_the_roles_directory():
+    assert set(SITE_ROLES) == {p.name for p in ROLES.iterdir() if (p / "tasks" / "main.yml").is_file()}

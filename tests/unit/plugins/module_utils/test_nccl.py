@@ -232,3 +232,76 @@ def test_release_index_sha256_reads_the_sha256_section_only():
     assert nccl.release_index_sha256(release, "Packages.gz") == digest
     assert nccl.release_index_sha256(release, "Packages") == "c" * 64
     assert nccl.release_index_sha256(release, "Packages.xz") == ""
+
+
+DPKG_HELD_2215 = "libnccl2 2.21.5-1+cuda12.4 hold installed\nlibnccl-dev 2.21.5-1+cuda12.4 hold installed\n"
+MADISON = (
+    "  libnccl2 | 2.21.5-1+cuda12.4 | http://mirror/compute/cuda/repos/debian12/x86_64  Packages\n"
+    "  libnccl2 | 2.23.4-1+cuda12.6 | http://mirror/compute/cuda/repos/debian12/x86_64  Packages\n"
+    "libnccl-dev | 2.21.5-1+cuda12.4 | http://mirror/compute/cuda/repos/debian12/x86_64  Packages\n"
+)
+
+
+def _decide(**kw):
+    args = {
+        "dpkg_text": "",
+        "madison_text": MADISON,
+        "package_version": "2.21.5-1+cuda12.4",
+        "nccl_version": "2.21.5",
+        "cuda_version": "12.4",
+    }
+    args.update(kw)
+    return nccl.package_decision(**args)
+
+
+def test_decision_no_op_host():
+    result = _decide(dpkg_text=DPKG_HELD_2215)
+    assert result["errors"] == [] and result["notes"] == []
+    assert result["packages"] == ["libnccl2", "libnccl-dev"]  # dev is managed once installed
+    assert result["installed"]["libnccl2"] == {"version": "2.21.5-1+cuda12.4", "held": True}
+    assert result["unverifiable"] is False
+
+
+def test_decision_fresh_host_installs_libnccl2_only():
+    result = _decide()
+    assert result["errors"] == [] and result["packages"] == ["libnccl2"]
+    assert _decide(install_dev=True)["packages"] == ["libnccl2", "libnccl-dev"]
+
+
+def test_decision_refuses_a_pair_not_offered():
+    result = _decide(package_version="2.21.5-1+cuda12.6", cuda_version="12.6")
+    (error,) = result["errors"]
+    assert error.startswith("libnccl2 2.21.5-1+cuda12.6 (nccl_version=2.21.5, nccl_cuda_version=12.6) is not offered")
+    assert "libnccl2 versions offered: 2.21.5-1+cuda12.4, 2.23.4-1+cuda12.6" in error
+    assert "signed package index" not in error
+
+
+def test_decision_refuses_a_version_change_without_opt_in():
+    result = _decide(dpkg_text=DPKG_HELD_2215, package_version="2.23.4-1+cuda12.6", nccl_version="2.23.4")
+    assert len(result["errors"]) == 2  # libnccl-dev 2.23.4 is not offered, and the change is not allowed
+    change = result["errors"][1]
+    assert change.startswith("installed libnccl2 2.21.5-1+cuda12.4 (held), libnccl-dev 2.21.5-1+cuda12.4 (held) but")
+    assert "set nccl_allow_version_change: true" in change
+    allowed = _decide(
+        dpkg_text=DPKG_HELD_2215, package_version="2.23.4-1+cuda12.6", nccl_version="2.23.4", allow_version_change=True
+    )
+    assert not any("nccl_allow_version_change" in e for e in allowed["errors"])
+
+
+def test_decision_before_the_repository_exists():
+    # Site preflight on a fresh host: apt knows nothing yet; without the signed index nothing can be judged.
+    result = _decide(madison_text="", before_repository=True)
+    assert result["unverifiable"] is True and result["errors"] == []
+    assert "nor its availability checked" in result["notes"][0]
+    # With the index cuda_repo read, a pair it does not offer fails before any change.
+    index = {"libnccl2": ["2.23.4-1+cuda12.6"]}
+    result = _decide(madison_text="", before_repository=True, offered_index=index)
+    assert "checked against the signed package index" in result["notes"][0]
+    assert "apt does not know the CUDA repository yet: checked against its signed package index" in result["errors"][0]
+    assert (
+        _decide(madison_text="", before_repository=True, offered_index={"libnccl2": ["2.21.5-1+cuda12.4"]})["errors"]
+        == []
+    )
+    # After cuda_repo ran for real, an empty apt offer is an error, not a note.
+    after = _decide(madison_text="")
+    assert after["unverifiable"] is False and "none (run gpucluster.fabric.cuda_repo first)" in after["errors"][0]

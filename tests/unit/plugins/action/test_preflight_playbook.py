@@ -1,0 +1,92 @@
+"""gpucluster.fabric.preflight in real ansible-playbook runs on localhost (connection local; it changes nothing).
+
+The roles checked are limited with gpucluster_roles to rdma_core and nccl, whose checks read this machine only
+(dpkg, apt-cache): the others probe hardware or download from NVIDIA's repository.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gpucluster" / "fabric").is_dir())
+
+pytestmark = pytest.mark.skipif(not PLAYBOOK.is_file(), reason="no ansible-playbook next to this Python")
+
+# A site playbook of a user's own: the collection's preflight, then the user's plays (here: a report of what it
+# recorded, where the user would apply gpucluster.fabric.rdma_core and gpucluster.fabric.nccl).
+USER_PLAYBOOK = """
+- name: The collection's checks first
+  ansible.builtin.import_playbook: gpucluster.fabric.preflight
+- name: What the preflight recorded
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Show the roles checked
+      ansible.builtin.debug:
+        msg: "checked={{ __gpucluster_preflight.checked | join(',') }}"
+"""
+
+
+def _run(tmp_path, hosts, group_vars=None):
+    inventory = tmp_path / "hosts.yml"
+    lines = ["all:", "  vars:", "    ansible_connection: local", f"    ansible_python_interpreter: {sys.executable}"]
+    lines += [f"    {name}: {value!r}" for name, value in (group_vars or {}).items()]
+    lines += ["  children:", "    gpu_nodes:", "      hosts:"]
+    for host, variables in hosts.items():
+        lines.append(f"        {host}:" + ("" if variables else " {}"))
+        lines += [f"          {name}: {value!r}" for name, value in variables.items()]
+    inventory.write_text("\n".join(lines) + "\n")
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(USER_PLAYBOOK)
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+        ANSIBLE_HOME=str(tmp_path / "home"),
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_NOCOLOR="1",
+    )
+    return subprocess.run(
+        [str(PLAYBOOK), "-i", str(inventory), str(playbook)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_rdma_core_and_nccl_only_pass_without_fabric_variables(tmp_path):
+    good = {"nccl_version": "2.21.5", "nccl_cuda_version": "12.4"}
+    run = _run(tmp_path, {"gpu01": good, "gpu02": good}, {"gpucluster_roles": ["rdma_core", "nccl"]})
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert out.count("checked=rdma_core,nccl") == 2, out
+
+
+def test_five_mistakes_five_messages_one_run(tmp_path):
+    good = {"nccl_version": "2.21.5", "nccl_cuda_version": "12.4"}
+    hosts = {
+        "gpu01": {**good, "nccl_versoin": "2.21.5", "rdma_core_memlock": "lots", "nccl_conf": {"NCCL_P2P_DISABLE": 1}},
+        "gpu02": {**good, "nccl_hold": "maybe", "rdma_core_extra_packages": ["bad name!"]},
+    }
+    run = _run(tmp_path, hosts, {"gpucluster_roles": "rdma_core,nccl"})
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    expected = [
+        "gpu01: nccl_versoin: did you mean nccl_version?",  # undeclared name
+        "gpu01: rdma_core_memlock=lots is not a limit",  # rdma_core's checks
+        "gpu01: nccl_conf: NCCL_P2P_DISABLE is a debug-only",  # nccl's checks: a debug-only variable
+        "gpu02: gpucluster.fabric.nccl: argument 'nccl_hold' is of type",  # nccl's argument spec
+        "gpu02: bad name! in rdma_core_extra_packages or rdma_core_services is not a valid",  # other host
+    ]
+    report = out.split("TASK [Report every problem of the host, or record the roles checked]")[1]
+    for message in expected:
+        assert message in report, (message, report)
+    assert "gpu01: 3 problems in the inventory" in report and "gpu02: 2 problems in the inventory" in report
+    assert "checked=" not in out  # the user's plays never ran
