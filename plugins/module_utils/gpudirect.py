@@ -418,6 +418,32 @@ def hca_modules(devices, driver_map, unbound_default):
     return wanted
 
 
+def wanted_modules(core, adapters, extra):
+    """Every module the host loads, in load order, '-' spelled '_' as the kernel reports them, each once."""
+    wanted = []
+    for name in [*core, *adapters, *extra]:
+        name = module_name(name)
+        if name not in wanted:
+            wanted.append(name)
+    return wanted
+
+
+def runtime_load(requested, possible):
+    """Whether the modules are loaded now: the inventory's choice, else whether this host allows it."""
+    if requested is None or requested == "":
+        return {"load": bool(possible["possible"]), "why": possible["reason"]}
+    load = str(requested).strip().lower() in ("1", "true", "yes", "on", "y", "t")
+    return {"load": load, "why": f"rdma_modules_runtime_load={'true' if load else 'false'}"}
+
+
+def dry_run_error(wanted, kernel_release, stderr):
+    return (
+        f"modprobe cannot load {' '.join(wanted)} on kernel {kernel_release}: {(stderr or '').strip()}."
+        " Install the kernel's module package, remove the module from rdma_modules_extra, or set"
+        " rdma_modules_runtime_load=false to only write the persistent configuration."
+    )
+
+
 # --- the decision ------------------------------------------------------------------------------------------
 
 

@@ -50,6 +50,29 @@ options:
     description: Look for the PeerDirect symbol in C(/proc/kallsyms) (about 150,000 lines) when ib_core is in use.
     type: bool
     default: true
+  core_modules:
+    description:
+      - Modules the host loads before the adapters' own (RV(hca_modules)); with O(extra_modules) they make
+        RV(wanted).
+    type: list
+    elements: str
+    default: []
+  extra_modules:
+    description: Modules the host loads after the adapters' own.
+    type: list
+    elements: str
+    default: []
+  hca_detect:
+    description: Whether the adapters' modules (RV(hca_modules)) are part of RV(wanted).
+    type: bool
+    default: true
+  runtime_load:
+    description:
+      - Whether RV(wanted) is to be loaded now. V(null) decides from RV(facts.runtime_load) (not in a container,
+        not without C(/proc/modules)).
+      - When the modules are to be loaded, C(modprobe --dry-run --all) checks that every one can be; a module that
+        cannot is reported in RV(load_errors).
+    type: bool
 attributes:
   check_mode:
     description: Reads only, so check mode returns the same facts and decision.
@@ -128,6 +151,23 @@ hca_modules:
   returned: always
   type: list
   elements: str
+wanted:
+  description:
+    - Every module the host loads, in load order (O(core_modules), RV(hca_modules) when O(hca_detect),
+      O(extra_modules)), C(-) spelled C(_) as the kernel reports them, each once.
+  returned: always
+  type: list
+  elements: str
+runtime_load:
+  description: Whether RV(wanted) is loaded now (C(load)), and why not (C(why)).
+  returned: always
+  type: dict
+  sample: {load: false, why: "in a container (/.dockerenv)"}
+load_errors:
+  description: Why RV(wanted) cannot be loaded now (C(modprobe --dry-run) failed), with the fix.
+  returned: always
+  type: list
+  elements: str
 """
 
 
@@ -136,8 +176,11 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import (  # noqa: E402
     MODES,
     decide,
+    dry_run_error,
     gather,
     hca_modules,
+    runtime_load,
+    wanted_modules,
 )
 
 
@@ -167,6 +210,10 @@ def main():
             },
             "hca_unbound_modules": {"type": "list", "elements": "str", "default": ["mlx5_core", "mlx5_ib"]},
             "kallsyms": {"type": "bool", "default": True},
+            "core_modules": {"type": "list", "elements": "str", "default": []},
+            "extra_modules": {"type": "list", "elements": "str", "default": []},
+            "hca_detect": {"type": "bool", "default": True},
+            "runtime_load": {"type": "raw"},
         },
         supports_check_mode=True,
     )
@@ -177,12 +224,26 @@ def main():
     decision = decide(facts, params["mode"])
     for warning in decision["warnings"]:
         module.warn(warning)
+    adapters = hca_modules(facts["hca"], params["hca_driver_map"], params["hca_unbound_modules"])
+    wanted = wanted_modules(params["core_modules"], adapters if params["hca_detect"] else [], params["extra_modules"])
+    runtime = runtime_load(params["runtime_load"], facts["runtime_load"])
+    load_errors = []
+    if runtime["load"] and wanted and probe is not None:
+        if probe.get("modprobe"):
+            rc, _out, err = module.run_command([probe["modprobe"], "--dry-run", "--all", *wanted])
+        else:
+            rc, err = 1, "modprobe is not installed (Debian/Ubuntu package kmod)"
+        if rc != 0:
+            load_errors.append(dry_run_error(wanted, facts["kernel"]["release"], err))
     result = {
         "changed": False,
         "facts": facts,
         "errors": decision["errors"],
         "decision_warnings": decision["warnings"],
-        "hca_modules": hca_modules(facts["hca"], params["hca_driver_map"], params["hca_unbound_modules"]),
+        "hca_modules": adapters,
+        "wanted": wanted,
+        "runtime_load": runtime,
+        "load_errors": load_errors,
     }
     if decision["mode"]:
         result["gpudirect"] = {"mode": decision["mode"], "reason": decision["reason"]}

@@ -53,11 +53,9 @@ def failed_messages(result):
     if not isinstance(result, dict):
         return [str(result)]
     items = [item for item in result.get("results") or [] if isinstance(item, dict) and item.get("failed")]
-    messages = [str(item.get("msg") or "").strip() for item in items]
-    messages = [m for m in messages if m]
-    if messages:
-        return messages
-    return [str(result.get("msg") or "check failed").strip()]
+    texts = [str(item.get("msg") or "") for item in items] or [str(result.get("msg") or "check failed")]
+    # A check that reports several problems writes one per line.
+    return [line.strip() for text in texts for line in text.splitlines() if line.strip()]
 
 
 def check_messages(host, checks):

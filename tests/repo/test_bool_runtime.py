@@ -48,6 +48,8 @@ STAND_INS = {
     "__opensm_was_running": True,
     "__rdma_modules_probe": {
         "hca_modules": ["mlx5_core", "mlx5_ib"],
+        "wanted": ["ib_core", "mlx5_core", "mlx5_ib"],
+        "runtime_load": {"load": True, "why": "not a container"},
         "gpudirect": {"mode": "peermem", "reason": "MLNX_OFED ib_core"},
         "facts": {"runtime_load": {"possible": True, "reason": "in a container"}, "peermem": {"persisted_in": []}},
     },
@@ -184,7 +186,9 @@ def _evaluate_real(expression, scope, switch, value):
 def test_every_switch_has_a_case():
     switches = {case.values[0] for case in CASES}
     assert switches == NAMES
-    assert sum(1 for case in CASES if case.values[1].conditional) >= 20
+    # A floor against a walk that finds nothing; switches passed to modules (type bool, converted by Ansible's
+    # argument spec) are no conditional of ours, so the count falls as logic moves into Python.
+    assert sum(1 for case in CASES if case.values[1].conditional) >= 15
 
 
 @pytest.mark.parametrize(("switch", "expression", "scope"), CASES)

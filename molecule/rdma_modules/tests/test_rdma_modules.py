@@ -61,22 +61,22 @@ BAD_INPUTS = {
         "value of rdma_modules_gpudirect_mode must be one of: auto, peermem, dmabuf, none, got: gdrcopy",
     ),
     "shell-metacharacters": (
-        "Fail on a module name that is not a kernel module name",
-        '"ib_core; reboot" in rdma_modules_core, rdma_modules_extra',
+        "Check the rdma_modules input",
+        '"ib_core; reboot" in rdma_modules_core is not a kernel module name',
     ),
-    "command-substitution": ("Fail on a module name that is not a kernel module name", "is not a kernel module name"),
+    "command-substitution": ("Check the rdma_modules input", "is not a kernel module name"),
     "peermem-without-driver": (
-        "Fail when the requested GPUDirect mode cannot be honoured",
+        "Fail when the GPUDirect mode or module loading cannot be honoured",
         "rdma_modules_gpudirect_mode=peermem: GPUDirect mode peermem was requested but there is no NVIDIA kernel"
         " driver",
     ),
     "dmabuf-without-driver": (
-        "Fail when the requested GPUDirect mode cannot be honoured",
+        "Fail when the GPUDirect mode or module loading cannot be honoured",
         "GPUDirect mode dmabuf was requested but there is no NVIDIA kernel driver",
     ),
-    "softdep-pre-not-a-list": ("Fail on a softdep entry without a module name", "rdma_modules_softdeps[0]="),
+    "softdep-pre-not-a-list": ("Check the rdma_modules input", "rdma_modules_softdeps[0]="),
     "runtime-load-forced": (
-        "Fail when a module cannot be loaded",
+        "Fail when the GPUDirect mode or module loading cannot be honoured",
         "modprobe cannot load ib_core ib_uverbs ib_umad rdma_ucm",
     ),
 }

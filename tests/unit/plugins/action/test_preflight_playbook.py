@@ -83,7 +83,7 @@ def test_five_mistakes_five_messages_one_run(tmp_path):
         "gpu01: rdma_core_memlock=lots is not a limit",  # rdma_core's checks
         "gpu01: nccl_conf: NCCL_P2P_DISABLE is a debug-only",  # nccl's checks: a debug-only variable
         "gpu02: gpucluster.fabric.nccl: argument 'nccl_hold' is of type",  # nccl's argument spec
-        "gpu02: bad name! in rdma_core_extra_packages or rdma_core_services is not a valid",  # other host
+        "gpu02: bad name! in rdma_core_extra_packages is not a valid package name",  # other host
     ]
     report = out.split("TASK [Report every problem of the host, or record the roles checked]")[1]
     for message in expected:

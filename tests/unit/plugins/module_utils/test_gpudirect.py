@@ -468,3 +468,19 @@ def test_real_h200_pci_bus_has_no_hca(tmp_path):
         _pci(root, address, vendor, device, pci_class, driver[0] if driver else None)
     assert len(gd.RootTree(root).listdir("sys/bus/pci/devices")) == 7
     assert gd.pci_rdma_devices(gd.RootTree(root)) == []
+
+
+def test_wanted_modules_and_runtime_load():
+    assert gd.wanted_modules(["ib_core", "ib-uverbs"], ["mlx5_core"], ["ib_core", "rdma-rxe"]) == [
+        "ib_core",
+        "ib_uverbs",
+        "mlx5_core",
+        "rdma_rxe",
+    ]
+    possible = {"possible": False, "reason": "in a container"}
+    assert gd.runtime_load(None, possible) == {"load": False, "why": "in a container"}
+    assert gd.runtime_load("yes", possible) == {"load": True, "why": "rdma_modules_runtime_load=true"}
+    assert gd.runtime_load(False, {"possible": True, "reason": "x"})["load"] is False
+    message = gd.dry_run_error(["ib_core", "zz"], "6.1.0", "modprobe: FATAL: Module zz not found.\n")
+    assert message.startswith("modprobe cannot load ib_core zz on kernel 6.1.0: modprobe: FATAL: Module zz not found.")
+    assert "rdma_modules_runtime_load=false" in message

@@ -74,3 +74,11 @@ def test_a_looped_check_reports_each_failed_item():
     assert preflight.check_messages("gpu1", [{"role": "nccl", "result": {"failed": True}}]) == [
         "gpu1: gpucluster.fabric.nccl: check failed"
     ]
+
+
+def test_a_check_with_several_problems_gives_one_message_each():
+    result = {"failed": True, "msg": "gpu1: a is wrong\ngpu1: b is wrong\n"}
+    assert preflight.check_messages("gpu1", [{"role": "rdma_core", "result": result}]) == [
+        "gpu1: a is wrong",
+        "gpu1: b is wrong",
+    ]

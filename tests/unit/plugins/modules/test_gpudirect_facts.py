@@ -52,3 +52,22 @@ def test_unknown_mode_is_refused_by_the_argument_spec(tmp_path, mode):
     result = run_module(tmp_path, root=H200, mode=mode)
     assert result["failed"] is True
     assert "value of mode must be one of: auto, peermem, dmabuf, none" in result["msg"]
+
+
+def test_wanted_modules_in_load_order_and_runtime_load(tmp_path):
+    result = run_module(
+        tmp_path,
+        root=H200,
+        core_modules=["ib_core", "ib-uverbs"],
+        extra_modules=["ib_ipoib", "ib_core"],
+        hca_detect=True,
+    )
+    assert result["wanted"][:2] == ["ib_core", "ib_uverbs"]  # '-' spelled '_', each once
+    assert result["wanted"][-1] == "ib_ipoib" and result["wanted"].count("ib_core") == 1
+    # A captured tree is never loaded into: no dry run, whatever runtime_load says.
+    assert result["runtime_load"]["load"] is False and result["load_errors"] == []
+    forced = run_module(tmp_path, root=H200, core_modules=["ib_core"], runtime_load=True)
+    assert forced["runtime_load"] == {"load": True, "why": "rdma_modules_runtime_load=true"}
+    assert forced["load_errors"] == []  # the dry run is for the live system only
+    off = run_module(tmp_path, root=H200, core_modules=["ib_core"], runtime_load="false")
+    assert off["runtime_load"] == {"load": False, "why": "rdma_modules_runtime_load=false"}

@@ -1,0 +1,117 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""Input checks of roles rdma_core and rdma_modules: every problem as one message each, all at once."""
+
+import json
+import re
+
+from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import valid_module_name
+
+DOCUMENTATION = r"""
+name: rdma_core_input_errors
+short_description: Every problem in role rdma_core's input, one message each
+description:
+  - Returns a list of messages (empty when the input is good) for an unsupported OS family, a malformed
+    C(rdma_core_memlock) and malformed names in C(rdma_core_extra_packages) or C(rdma_core_services).
+  - Companion filter C(rdma_modules_input_errors) does the same for role rdma_modules (softdep entries, kernel
+    module names).
+positional: _input
+options:
+  _input:
+    description: C({os_family, distribution, supported_families, memlock, extra_packages, services}).
+    type: dict
+    required: true
+author:
+  - gpucluster.fabric contributors
+"""
+
+EXAMPLES = r"""
+- name: Check the rdma_core input
+  ansible.builtin.assert:
+    that: __errors | length == 0
+    fail_msg: "{{ __errors | join('\n') }}"
+  vars:
+    __errors: "{{ {'memlock': rdma_core_memlock, 'extra_packages': [], 'services': []}
+                  | gpucluster.fabric.rdma_core_input_errors }}"
+"""
+
+RETURN = r"""
+_value:
+  description: One message per problem, naming the variable and the fix.
+  type: list
+  elements: str
+"""
+
+_MEMLOCK = re.compile(r"unlimited|infinity|[0-9]+")
+_UNIT_OR_PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_@:-]*")
+
+
+def _names(value):
+    return value if isinstance(value, (list, tuple)) else [value]
+
+
+def rdma_core_input_errors(data):
+    errors = []
+    supported = list(data.get("supported_families") or ["Debian"])
+    family = data.get("os_family")
+    if family not in supported:
+        errors.append(
+            f"rdma_core supports {', '.join(supported)} hosts (Debian, Ubuntu); this host is"
+            f" {data.get('distribution')} ({family})."
+        )
+    memlock = str(data.get("memlock"))
+    if not _MEMLOCK.fullmatch(memlock):
+        errors.append(f'rdma_core_memlock={memlock} is not a limit; use "unlimited" or a size in KiB such as 67108864.')
+    for variable, kind in (("extra_packages", "package"), ("services", "unit")):
+        for name in _names(data.get(variable) or []):
+            if not isinstance(name, str) or not _UNIT_OR_PACKAGE.fullmatch(name):
+                errors.append(
+                    f"{name} in rdma_core_{variable} is not a valid {kind} name; remove it or fix its spelling."
+                )
+    return errors
+
+
+def _softdep_problem(entry):
+    if not isinstance(entry, dict) or "module" not in entry:
+        return True
+    return any(not isinstance(entry.get(key, []), (list, tuple)) for key in ("pre", "post"))
+
+
+def rdma_modules_input_errors(data):
+    """Softdep entries need a module and lists pre/post; every module name is a kernel module name."""
+    errors = []
+    softdeps = data.get("softdeps") or []
+    for index, entry in enumerate(softdeps):
+        if _softdep_problem(entry):
+            errors.append(
+                f"rdma_modules_softdeps[{index}]={json.dumps(entry, default=str)} needs a module name and lists for"
+                " pre/post, e.g. {module: mlx5_ib, pre: [mlx5_core]}."
+            )
+    driver_map = data.get("hca_driver_map") or {}
+    sources = [
+        ("rdma_modules_core", data.get("core") or []),
+        ("rdma_modules_extra", data.get("extra") or []),
+        ("rdma_modules_hca_unbound_modules", data.get("hca_unbound_modules") or []),
+        ("rdma_modules_hca_driver_map", list(driver_map) + [m for v in driver_map.values() for m in _names(v)]),
+    ]
+    softdep_names = []
+    for entry in softdeps:
+        if isinstance(entry, dict) and not _softdep_problem(entry):
+            softdep_names += [entry["module"], *entry.get("pre", []), *entry.get("post", [])]
+    sources.append(("rdma_modules_softdeps", softdep_names))
+    for variable, names in sources:
+        for name in _names(names):
+            if not valid_module_name(str(name)):
+                errors.append(
+                    f"{json.dumps(str(name))} in {variable} is not a kernel module name (letters, digits, '_' and"
+                    " '-' only); remove it or fix its spelling."
+                )
+    return errors
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "rdma_core_input_errors": rdma_core_input_errors,
+            "rdma_modules_input_errors": rdma_modules_input_errors,
+        }
