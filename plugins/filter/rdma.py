@@ -109,9 +109,96 @@ def rdma_modules_input_errors(data):
     return errors
 
 
+def _peermem_advice(probe):
+    facts = probe.get("facts") or {}
+    evidence = (facts.get("ib_core") or {}).get("evidence", "unknown")
+    release = (facts.get("kernel") or {}).get("release", "unknown")
+    return (
+        f"nvidia-peermem needs the PeerDirect API of MLNX_OFED/DOCA's ib_core (here: {evidence}); on the inbox"
+        ' ib_core it fails with "Invalid argument" (dmesg has the kernel\'s side). Install MLNX_OFED/DOCA-OFED for'
+        f" kernel {release} and reinstall the NVIDIA driver after it (nvidia-peermem is built against the ib_core"
+        " present then), or use DMA-BUF (rdma_modules_gpudirect_mode=auto or dmabuf; it needs kernel >= 5.12,"
+        " rdma-core >= 34, NCCL >= 2.13 and the open GPU kernel modules)."
+    )
+
+
+def _load_state(load):
+    """not-tried, loaded or failed (with the error) from the registered modprobe result (failed_when: false)."""
+    if not isinstance(load, dict) or load.get("skipped") or not load:
+        return "not-tried", ""
+    if load.get("rc") or "exception" in load:
+        return "failed", str(load.get("msg") or load.get("stderr") or "modprobe failed").strip()
+    return "loaded", ""
+
+
+def gpudirect_outcome(probe, load, settings):
+    """GPUDirect RDMA after trying nvidia_peermem: what to record, persist, fail on and warn about.
+
+    ``probe`` is gpudirect_facts' result, ``load`` the registered modprobe of nvidia_peermem (skipped when not
+    tried), ``settings`` {host, mode (the requested one), force, peermem_conf}. Returns {state, error, persist,
+    record: {mode, reason}, fatal (a message, or empty), warnings}.
+    """
+    host = settings.get("host", "?")
+    requested = settings.get("mode", "auto")
+    force = bool(settings.get("force"))
+    decision = probe.get("gpudirect") or {"mode": "none", "reason": ""}
+    wanted = decision.get("mode") == "peermem"
+    state, error = _load_state(load) if wanted else ("not-tried", "")
+    failed_unforced = wanted and state == "failed" and not force
+    persist = wanted and (state == "loaded" or force)
+    note = ""
+    if wanted and state == "failed":
+        how = (
+            ", persisted anyway (rdma_modules_peermem_force)"
+            if force
+            else ", so it is not persisted and GPUDirect RDMA is off"
+        )
+        note = f"; nvidia_peermem did not load here ({error}){how}"
+    elif wanted and state == "not-tried":
+        why = (probe.get("runtime_load") or {}).get("why", "")
+        how = (
+            ", persisted (rdma_modules_peermem_force)"
+            if force
+            else ", so not persisted: set rdma_modules_peermem_force=true to persist it unproven"
+        )
+        note = f"; nvidia_peermem not loaded now ({why}){how}"
+    record = {"mode": "none" if failed_unforced else decision.get("mode"), "reason": decision.get("reason", "") + note}
+    fatal = ""
+    warnings = []
+    if failed_unforced and requested == "peermem":
+        fatal = (
+            f"{host}: rdma_modules_gpudirect_mode=peermem, but nvidia_peermem did not load: {error}."
+            f" {_peermem_advice(probe)} To persist it anyway, set rdma_modules_peermem_force=true."
+        )
+    elif state == "failed":
+        what = (
+            "persisted anyway (rdma_modules_peermem_force), but GPUDirect RDMA works only once it loads"
+            if force
+            else "so it is not persisted and GPUDirect RDMA is off"
+        )
+        warnings.append(f"WARNING {host}: nvidia_peermem did not load ({error}), {what}. {_peermem_advice(probe)}")
+    persisted_in = ((probe.get("facts") or {}).get("peermem") or {}).get("persisted_in") or []
+    foreign = [path for path in persisted_in if path != settings.get("peermem_conf")]
+    if foreign and (not persist or state == "failed"):
+        warnings.append(
+            f"WARNING {host}: {', '.join(foreign)} load nvidia_peermem at boot, but GPUDirect RDMA here is"
+            f" {record['mode']}: where nvidia_peermem cannot load, systemd-modules-load fails on every boot. Remove"
+            " that entry."
+        )
+    return {
+        "state": state,
+        "error": error,
+        "persist": persist,
+        "record": record,
+        "fatal": fatal,
+        "warnings": warnings,
+    }
+
+
 class FilterModule:
     def filters(self):
         return {
             "rdma_core_input_errors": rdma_core_input_errors,
             "rdma_modules_input_errors": rdma_modules_input_errors,
+            "gpudirect_outcome": gpudirect_outcome,
         }
