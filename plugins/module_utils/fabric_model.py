@@ -283,3 +283,14 @@ def normalise_interface(iface):
     if kind == "roce" and is_int(result["mtu"]):
         result["rdma_mtu"] = roce_active_mtu(result["mtu"])
     return result
+
+
+def interface_modules(interfaces):
+    """Kernel modules the fabric interfaces need beyond ib_core: ib_ipoib for IPoIB, rdma_rxe for Soft-RoCE."""
+    interfaces = [i for i in interfaces or [] if isinstance(i, dict)]
+    modules = []
+    if any(i.get("kind") == "ipoib" for i in interfaces):
+        modules.append("ib_ipoib")
+    if any(i.get("kind") == "roce" and i.get("softroce") for i in interfaces):
+        modules.append("rdma_rxe")
+    return modules

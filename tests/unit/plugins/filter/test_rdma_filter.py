@@ -125,3 +125,23 @@ def test_other_modes_and_foreign_entries():
     assert "GPUDirect RDMA here is dmabuf" in warning
     # No decision at all (no NVIDIA driver): nothing to load or persist.
     assert gpudirect_outcome({"facts": {}}, None, SETTINGS)["record"]["mode"] == "none"
+
+
+def test_interface_modules_and_probe_errors():
+    from ansible_collections.gpucluster.fabric.plugins.filter.rdma import FilterModule
+
+    filters = FilterModule().filters()
+    modules = filters["rdma_interface_modules"]
+    assert modules([]) == []
+    assert modules([{"name": "ib0", "kind": "ipoib"}]) == ["ib_ipoib"]
+    assert modules([{"name": "eth1", "kind": "roce", "softroce": "rxe0"}, {"name": "eth2", "kind": "roce"}]) == [
+        "rdma_rxe"
+    ]
+    assert modules([{"name": "eth2", "kind": "roce", "softroce": ""}, "garbage"]) == []
+    errors = filters["rdma_modules_probe_errors"]
+    probe = {"errors": ["no NVIDIA driver"], "load_errors": ["modprobe cannot load zz"]}
+    assert errors(probe, "peermem") == [
+        "rdma_modules_gpudirect_mode=peermem: no NVIDIA driver",
+        "modprobe cannot load zz",
+    ]
+    assert errors({}, "auto") == []
