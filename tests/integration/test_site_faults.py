@@ -305,5 +305,62 @@ def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
         _podman("exec", victim, "ip", "rule", "del", *_mirror_cut_rule(), check=False)
 
 
+def _step_tags():
+    """Every `<role>_<step>` tag of every role's tasks/main.yml (each step's own tag), blocks included."""
+
+    def walk(entries, role):
+        for entry in entries or []:
+            yield from (tag for tag in entry.get("tags") or [] if tag.startswith(f"{role}_"))
+            for key in ("block", "rescue", "always"):
+                yield from walk(entry.get(key), role)
+
+    tags = set()
+    for main in sorted((ROOT / "roles").glob("*/tasks/main.yml")):
+        tags |= set(walk(yaml.safe_load(main.read_text()), main.parent.parent.name))
+    return sorted(tags)
+
+
+def test_every_step_runs_alone_by_its_tag_in_check_mode(lab):
+    """`--tags <role>_<step> --check` works for every step of every role: a step finds the facts it needs (from a
+    step that carries every step's tag), and a dry run changes nothing. One GPU node and the SM; three at a time."""
+    tags = _step_tags()
+    assert len(tags) >= 20, tags
+    limit = ",".join([GPUS[0], *SMS])
+    before = {host: _state(host) for host in [GPUS[0], *SMS]}
+    running = {}
+    failures = []
+    for tag in [*tags, None]:
+        while running and (len(running) >= 3 or tag is None):
+            for done in [t for t, p in running.items() if p.poll() is not None]:
+                proc = running.pop(done)
+                output = proc.stdout.read()
+                if proc.returncode != 0 or re.search(r"is undefined|FAILED!", output):
+                    failures.append(f"--tags {done}: rc {proc.returncode}\n{output[-2500:]}")
+            time.sleep(0.5)
+        if tag is None:
+            break
+        running[tag] = subprocess.Popen(
+            [
+                ANSIBLE_PLAYBOOK,
+                "-i",
+                lab["inventory"],
+                "playbooks/site.yml",
+                "--check",
+                "--tags",
+                tag,
+                "--limit",
+                limit,
+            ],
+            cwd=ROOT,
+            env=_env(lab["reports"]),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    assert not failures, "\n\n".join(failures)
+    for host, state in before.items():
+        assert _state(host) == state, f"{host} changed in a check-mode run"
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-v"]))
