@@ -115,6 +115,13 @@ def test_ibsim_and_opensm_running(host):
     assert host.service(UNIT).is_running
 
 
+def test_wrapper_unit_is_enabled_and_active(host):
+    """Debian's opensm.service starts the SM at boot (PORTS in /etc/default/opensm) and reports it now."""
+    wrapper = host.service("opensm.service")
+    assert wrapper.is_enabled
+    assert wrapper.is_running, host.run("systemctl status --no-pager opensm.service").stdout
+
+
 def test_sm_is_master_on_bound_port(host):
     out = sim(host, "sminfo")
     assert "SMINFO_MASTER" in out, out
