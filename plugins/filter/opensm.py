@@ -1,17 +1,20 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters behind role opensm: inventory validation and partitions.conf rendering (logic in module_utils)."""
+"""Filters behind role opensm: input checks, inventory validation and partitions.conf rendering (logic in
+module_utils)."""
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.fabric.plugins.module_utils import opensm_partitions as op
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import ib_mtu_code as _ib_mtu_code
+from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_input import input_errors
 
 
 def opensm_partitions_check(partitions, hostvars, groups, default_partition=None, host="localhost"):
-    model, errors = op.resolve_partitions(partitions, hostvars, groups, default_partition, host)
-    if not errors:
-        errors = op.ipoib_mtu_errors(model, hostvars)
-    return errors
+    return op.partition_errors(partitions, hostvars, groups, default_partition, host)[1]
+
+
+def opensm_input_errors(inputs, hostvars, groups, host="localhost", facts=None):
+    return input_errors(inputs, hostvars, groups, host, facts)
 
 
 def opensm_partitions_conf(partitions, hostvars, groups, default_partition=None, header=""):
@@ -39,6 +42,7 @@ def ib_mtu_code(value):
 class FilterModule:
     def filters(self):
         return {
+            "opensm_input_errors": opensm_input_errors,
             "opensm_partitions_check": opensm_partitions_check,
             "opensm_partitions_conf": opensm_partitions_conf,
             "opensm_allow_both_pkeys": opensm_allow_both_pkeys,

@@ -64,7 +64,7 @@ DEFAULT_PARTITION_KEYS = frozenset(("membership", "ipoib", "mtu", "rate", "sl", 
 MEMBER_SELECTORS = ("group", "host", "guid")
 
 _GUID_HEX_RE = re.compile(r"^[0-9a-f]{16}$")
-_GUID_FIX = "write 16 hex digits, e.g. 0x0002c903000a1b2c or 0002:c903:000a:1b2c ('ibstat -p' prints them)"
+GUID_FIX = "write 16 hex digits, e.g. 0x0002c903000a1b2c or 0002:c903:000a:1b2c ('ibstat -p' prints them)"
 
 
 class PartitionError(ValueError):
@@ -139,7 +139,7 @@ def collect_port_guids(hostvars, hosts):
             try:
                 guid = normalize_port_guid(value)
             except ValueError as exc:
-                errors.append(f"{host}: fabric_port_guids[{index}]={value!r} is not a port GUID ({exc}); {_GUID_FIX}")
+                errors.append(f"{host}: fabric_port_guids[{index}]={value!r} is not a port GUID ({exc}); {GUID_FIX}")
                 continue
             if guid in owner_by_guid:
                 other, other_index = where_by_guid[guid]
@@ -241,7 +241,7 @@ def _resolve_members(members, var, where, ctx, errors, owner="Default"):
             try:
                 guids = [normalize_port_guid(value)]
             except ValueError as exc:
-                errors.append(f"{where}: {mvar}.guid={value!r} is not a port GUID ({exc}); {_GUID_FIX}")
+                errors.append(f"{where}: {mvar}.guid={value!r} is not a port GUID ({exc}); {GUID_FIX}")
                 continue
         else:
             if selector == "group":
@@ -489,6 +489,15 @@ def ipoib_mtu_errors(model, hostvars, hosts=None):
                     f"{pvar}.mtu: 4096 if every port runs 4K MTU, or lower the interface MTU to {limit}"
                 )
     return errors
+
+
+def partition_errors(partitions, hostvars, groups, default_partition=None, host="localhost"):
+    """Every problem of the partition inventory: ``resolve_partitions``, then (when that found none) the IPoIB MTU
+    cross-check. Returns ``(model, errors)``; the model's ``guids_by_host`` is usable even when there are errors."""
+    model, errors = resolve_partitions(partitions, hostvars, groups, default_partition, host)
+    if not errors:
+        errors = ipoib_mtu_errors(model, hostvars)
+    return model, errors
 
 
 def _member_lines(members):

@@ -78,14 +78,16 @@ def table_values(text):
 
 # One remote command collects everything (each testinfra command through Ansible costs seconds): the CA ports with
 # their LIDs from `ibnetdiscover -p` (SMPs), then per LID the P_Key table read from the port (`smpquery pkeys`) and
-# the SA's PKeyTableRecord (`saquery PKTR`, a trusted query that needs the configured SA key).
+# the SA's PKeyTableRecord (`saquery PKTR`, a trusted query that needs the configured SA key). The key is read from
+# opensm.conf on the host: a key on the command line would reach the journal through Ansible's module log.
 COLLECT = f"""
 set -u
 export {ENV}
+sa_key=$(awk '$1 == "sa_key" {{print $2}}' /etc/opensm/opensm.conf)
 ibnetdiscover -p | grep '^CA' | while read -r _ lid _ guid _; do
   echo "@@port $guid $lid"
   echo "@@smp"; smpquery pkeys "$lid"
-  echo "@@sa"; saquery -t 5000 --smkey {SA_KEY} PKTR "$lid"
+  echo "@@sa"; saquery -t 5000 --smkey "$sa_key" PKTR "$lid"
 done
 """
 
@@ -113,6 +115,13 @@ def fabric(host):
 def test_ibsim_and_opensm_running(host):
     assert host.service("ibsim.service").is_running
     assert host.service(UNIT).is_running
+
+
+def test_wrapper_unit_is_enabled_and_active(host):
+    """Debian's opensm.service starts the SM at boot (PORTS in /etc/default/opensm) and reports it now."""
+    wrapper = host.service("opensm.service")
+    assert wrapper.is_enabled
+    assert wrapper.is_running, host.run("systemctl status --no-pager opensm.service").stdout
 
 
 def test_sm_is_master_on_bound_port(host):
@@ -188,3 +197,48 @@ def test_membership_change_kept_the_sm_master_and_running(host, phase):
     # the opensm.conf change of the same run was not applied by a restart nobody allowed, but reported
     assert host.file(lab + "restart-required").content_string.strip() == "True"
     assert "sweep_interval 15" in host.file("/etc/opensm/opensm.conf").content_string.splitlines()
+
+
+# --- keys stay out of the journal and out of readable logs ---------------------------------------------------------
+
+M_KEY = "0x00000000c0ffee01"
+KEYS = {"m_key": M_KEY, "sm_key": SM_KEY, "sa_key": SA_KEY}
+
+
+def key_patterns():
+    """grep -E patterns for the key values that do not contain the values themselves ("c0ffee0[1]"): the check's own
+    command line reaches the journal through Ansible's module log and must not match itself."""
+    return " ".join(f"-e '{value[2:-1]}[{value[-1]}]'" for value in KEYS.values())
+
+
+def test_opensm_prints_its_options_to_the_journal_with_keys_hidden(host):
+    """The journal still gets OpenSM's output (its option dump included), with the key values replaced."""
+    out = host.check_output(f"journalctl --no-pager -o cat -u {UNIT}")
+    assert "Loading Cached Option:sm_priority = 14" in out, out[-3000:]
+    for name in KEYS:
+        assert f"Loading Cached Option:{name} = <hidden>" in out, out[-3000:]
+
+
+def test_no_key_value_in_the_journal_of_opensm(host):
+    """Every journal entry of the SM units, and any entry from an opensm process or with OpenSM's syslog tag."""
+    command = (
+        f"{{ journalctl --no-pager -o verbose -u 'opensm*'; journalctl --no-pager -o verbose _COMM=opensm; "
+        f"journalctl --no-pager -o verbose SYSLOG_IDENTIFIER=OpenSM; }} | grep -i -E {key_patterns()}"
+    )
+    result = host.run(command)
+    assert result.rc == 1 and result.stdout == "", result.stdout[-3000:]
+
+
+def test_no_key_value_in_a_log_others_can_read(host):
+    """A query with a wrong SA key makes OpenSM log the configured one (ERR 1A04): its log must be root-only, and no
+    file under /var/log, /var/cache/opensm or /var/tmp (the lab's OSM_TMP_DIR) that group or others can read may hold
+    a key (the binary journal files are judged by the test above)."""
+    host.run(f"{ENV} saquery -t 1000 --smkey 0x1 PKTR 1")
+    log = host.file(f"/var/log/opensm.{SM_GUID}.log")
+    assert log.exists and log.user == "root" and log.mode & 0o077 == 0, oct(log.mode)
+    readable = (
+        "find /var/log /var/cache/opensm /var/tmp -path /var/log/journal -prune -o -type f -perm /044 -print0 "
+        f"| xargs -0 -r grep -l -i -E {key_patterns()}"
+    )
+    result = host.run(readable)
+    assert result.stdout == "", result.stdout

@@ -64,3 +64,28 @@ def test_the_opensm_filter_uses_the_same_table():
     from ansible_collections.gpucluster.fabric.plugins.filter import opensm
 
     assert opensm.ib_mtu_code("4096") == opensm.ib_mtu_code(4096) == 5
+
+
+def test_input_errors_filter_reports_every_input_problem():
+    inputs = {
+        "opensm_partitions": PARTS,
+        "opensm_default_partition": {"ipoib": True, "mtu": 4096},
+        "opensm_port_guid": "",
+        "opensm_sm_priority": 16,
+        "opensm_sweep_interval": 10,
+        "opensm_routing_engine": "",
+        "opensm_m_key": "0xc0ffee",
+        "opensm_m_key_protection_level": 0,
+        "opensm_m_key_lease_period": 60,
+        "opensm_sm_key": "c0ffee",
+        "opensm_sa_key": "",
+        "opensm_extra_options": {},
+    }
+    facts = {"os_family": "Debian", "distribution": "Ubuntu"}
+    errors = F["opensm_input_errors"](inputs, HOSTVARS, GROUPS, "sm1", facts)
+    assert [error.split()[1] for error in errors] == ["opensm_sm_priority=16", "opensm_sm_key"]
+    assert not any("c0ffee" in error for error in errors)
+    assert (
+        F["opensm_input_errors"](dict(inputs, opensm_sm_priority=15, opensm_sm_key=""), HOSTVARS, GROUPS, "sm1", facts)
+        == []
+    )
