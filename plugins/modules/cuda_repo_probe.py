@@ -186,6 +186,8 @@ import hashlib  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -514,6 +516,9 @@ def main():
     params = module.params
     if params["install"]:
         params["offered_nccl"] = "never"
+    # A lost connection (SIGHUP) or a kill (SIGTERM) unwinds through the finally below, like an error does.
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, lambda *_: sys.exit(1))
     workdir = tempfile.mkdtemp(prefix="cuda_repo.")
     try:
         probe = Probe(module, workdir)
