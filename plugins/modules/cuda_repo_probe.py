@@ -244,9 +244,12 @@ class Probe:
 
     def read(self, path, binary=False):
         try:
-            with open(self.host_path(path), "rb" if binary else "r") as handle:
+            if binary:
+                with open(self.host_path(path), "rb") as handle:
+                    return handle.read()
+            with open(self.host_path(path), encoding="utf-8", errors="replace") as handle:
                 return handle.read()
-        except (OSError, UnicodeDecodeError):
+        except OSError:
             return None
 
     def run(self, *argv, environ=None):
@@ -270,7 +273,7 @@ class Probe:
     def installed_version(self):
         admindir = self.host_path("/var/lib/dpkg")
         rc, out, _err = self.run(
-            "dpkg-query",
+            self.module.get_bin_path("dpkg-query", required=True),
             "--admindir",
             admindir,
             "--show",
