@@ -84,7 +84,8 @@ options:
     type: bool
     default: false
   root:
-    description: Root of the host's file system for the files read (tests); downloads and commands are unaffected.
+    description:
+      - Root of the host's file system (tests) for the files read, dpkg's database and C(dpkg --root) when installing.
     type: path
     default: /
 attributes:
@@ -433,17 +434,12 @@ class Probe:
 
     def install(self):
         """dpkg -i of the verified .deb (the bytes checked above); waits for the dpkg lock like apt does."""
-        dpkg = self.module.get_bin_path("dpkg", required=True)
+        argv = [self.module.get_bin_path("dpkg", required=True), "--force-confdef", "--force-confold"]
+        if os.path.realpath(self.root) != "/":  # a directory tree as the host (tests)
+            argv += ["--root", self.root, "--log", os.devnull, "--force-not-root"]
         deadline = time.time() + DPKG_LOCK_WAIT
         while True:
-            rc, out, err = self.run(
-                dpkg,
-                "--force-confdef",
-                "--force-confold",
-                "--install",
-                self.deb,
-                environ={"DEBIAN_FRONTEND": "noninteractive"},
-            )
+            rc, out, err = self.run(*argv, "--install", self.deb, environ={"DEBIAN_FRONTEND": "noninteractive"})
             if rc == 0 or "lock" not in err or time.time() > deadline:
                 return rc, out, err
             time.sleep(2)

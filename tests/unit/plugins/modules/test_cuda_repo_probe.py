@@ -4,8 +4,8 @@ signed repository over file:// URLs.
 The repository is tests/fixtures/cuda_repo: the debian12/x86_64 index files and cuda-keyring of the lab mirror's
 three variants (tests/lab/mirror: signed by the lab key, unsigned, signed by a stranger key). When the lab mirror is
 built on this machine, test_live_lab_mirror runs against it as well. The host is a directory tree (``root``) with
-apt's sources and lists, a dpkg status file and the installed keyring. Nothing is ever installed: the install path
-runs in check mode only.
+apt's sources and lists, a dpkg status file and the installed keyring. Nothing is installed on this machine: the
+install path runs in check mode, or with ``dpkg --root`` into the directory tree.
 """
 
 import base64
@@ -351,6 +351,46 @@ def test_install_not_needed_changes_nothing(tmp_path):
         tmp_path, check_mode=True, base_url=base("signed"), root=str(converged_host(tmp_path)), install=True
     )
     assert result["changed"] is False and result["downloaded"] == []
+
+
+def dpkg_root(tmp_path):
+    """A fresh host whose dpkg database dpkg --root can install into."""
+    root = fresh_host(tmp_path)
+    for directory in ("info", "updates", "triggers"):
+        (root / "var" / "lib" / "dpkg" / directory).mkdir(parents=True, exist_ok=True)
+    (root / "var" / "lib" / "dpkg" / "available").write_text("")
+    return root
+
+
+def test_install_puts_the_verified_package_in_place_and_a_re_run_is_a_no_op(tmp_path):
+    root = dpkg_root(tmp_path)
+    result = run_module(tmp_path, base_url=base("signed"), root=str(root), install=True)
+    assert result["changed"] is True and result["errors"] == [], result
+    assert result["installed"] == {"version": "1.1-1", "fingerprints": [LAB_KEY]}
+    assert (root / KEYRING).read_bytes() == (FIXTURES / "lab-keyring.gpg").read_bytes()
+    assert (root / "etc/apt/preferences.d/cuda-repository-pin-600").is_file()
+    (root / LIST).write_text(f"# Ansible managed\ndeb [signed-by=/{KEYRING}] {base('signed')}/{REPO_DIR}/ /\n")
+    (root / APT_LIST).write_text("Package: libnccl2\n")
+    again = run_module(tmp_path, base_url=base("signed"), root=str(root), install=True)
+    assert again["changed"] is False and again["downloaded"] == [] and again["install_needed"] is False
+
+
+def test_install_repairs_a_tampered_keyring_at_the_right_version(tmp_path):
+    root = dpkg_root(tmp_path)
+    assert run_module(tmp_path, base_url=base("signed"), root=str(root), install=True)["changed"] is True
+    (root / KEYRING).write_bytes((FIXTURES / "lab-keyring.gpg").read_bytes() * 2)  # a second key slipped in
+    probe = run_module(tmp_path, base_url=base("signed"), root=str(root))
+    assert probe["install_needed"] is True and probe["installed"]["fingerprints"] == [LAB_KEY, LAB_KEY]
+    result = run_module(tmp_path, base_url=base("signed"), root=str(root), install=True)
+    assert result["changed"] is True and result["installed"]["fingerprints"] == [LAB_KEY]
+
+
+def test_failed_verification_installs_nothing(tmp_path):
+    root = dpkg_root(tmp_path)
+    result = run_module(tmp_path, base_url=base("wrongkey"), root=str(root), install=True)
+    assert result["failed"] is True and "InRelease is not signed by key" in result["msg"]
+    assert not (root / KEYRING).exists()
+    assert "cuda-keyring" not in (root / "var/lib/dpkg/status").read_text()
 
 
 def _lab_mirror():
