@@ -1,0 +1,44 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+"""Action plugin gpucluster.fabric.cuda_repo_probe (documented in plugins/modules/cuda_repo_probe.py).
+
+Reads the controller's cuda-keyring .deb (``keyring_deb_src``) and hands its bytes to the module, which writes them
+only into its own temporary directory and only when it has to verify or install them: no copy task, nothing left on
+the host. A missing file is one more message in the module's ``errors``.
+"""
+
+import base64
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        source = args.get("keyring_deb_src") or ""
+        errors = []
+        if source:
+            try:
+                path = self._find_needle("files", source)
+                with open(path, "rb") as handle:
+                    args["keyring_deb_content"] = base64.b64encode(handle.read()).decode("ascii")
+            except (AnsibleError, OSError):
+                version = args.get("keyring_version") or "1.1-1"
+                errors.append(
+                    f"cuda_repo_keyring_deb={source} is not a file on the controller; copy NVIDIA's "
+                    f"cuda-keyring_{version}_all.deb there or leave it empty to download it"
+                )
+        result.update(
+            self._execute_module(module_name="gpucluster.fabric.cuda_repo_probe", module_args=args, task_vars=task_vars)
+        )
+        if errors:
+            result["errors"] = errors + list(result.get("errors") or [])
+            if boolean(args.get("install", False), strict=False):
+                result.update(failed=True, msg="; ".join(result["errors"]))
+        return result

@@ -1,0 +1,553 @@
+#!/usr/bin/python
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+
+DOCUMENTATION = r"""
+---
+module: cuda_repo_probe
+short_description: Check NVIDIA's CUDA apt repository setup on a host, verify cuda-keyring, optionally install it
+description:
+  - In one call on the host, for the C(gpucluster.fabric.cuda_repo) role, derives the NVIDIA repository name and
+    architecture (from O(distro)/O(arch) or C(/etc/os-release) and the machine), checks the inputs, scans the apt
+    sources for other or C(trusted=yes) entries for the CUDA repository, and reads the installed C(cuda-keyring)
+    version and the fingerprints of the keyring it installed.
+  - It downloads only when something must be verified, that is when the installed keyring package is not
+    O(keyring_version), the installed keyring is not exactly O(key_fingerprint), the source file does not hold the
+    entry for O(base_url) yet, or the repository's offered NCCL builds are wanted (O(offered_nccl)). Then, in its own
+    temporary directory (always removed before it returns), it downloads the C(cuda-keyring) package (or takes the
+    bytes of the controller's .deb from the action plugin), checks its name and version with C(dpkg-deb), checks that
+    its keyring holds exactly O(key_fingerprint), verifies the repository's C(InRelease) with C(gpgv) against that
+    keyring, and reads the libnccl2/libnccl-dev versions from the C(Packages.gz) whose SHA256 the verified
+    C(InRelease) lists.
+  - Every problem found is returned in RV(errors), each naming the role variable and the fix; the module itself does
+    not fail on them (the role asserts on the list). With O(install=true) it installs the package bytes it has just
+    verified (C(dpkg -i)) and fails on any error instead.
+  - An action plugin of the same name runs on the controller first; it reads O(keyring_deb_src) there and passes
+    its bytes to the module.
+version_added: 0.1.0
+author: gpucluster.fabric maintainers (@gpucluster)
+options:
+  base_url:
+    description: Base URL holding C(compute/cuda/repos/<distro>/<arch>/) (C(https://), C(http://) or C(file://)).
+    type: str
+    required: true
+  distro:
+    description: NVIDIA repository name (C(ubuntu2204), C(debian12), ...); empty derives it from C(/etc/os-release).
+    type: str
+    default: ""
+  arch:
+    description: NVIDIA architecture directory (C(x86_64), C(sbsa)); empty derives it from the machine.
+    type: str
+    default: ""
+  keyring_version:
+    description: The cuda-keyring package version wanted.
+    type: str
+    default: "1.1-1"
+  key_fingerprint:
+    description: Fingerprint of the only key the repository keyring may hold (spaces and case are ignored).
+    type: str
+    required: true
+  keyring_deb_src:
+    description:
+      - Path on the controller to the cuda-keyring .deb to use instead of downloading it. Read by the action plugin,
+        which reports a missing file in RV(errors).
+    type: str
+    default: ""
+  keyring_deb_content:
+    description: Base64 of the .deb named by O(keyring_deb_src); set by the action plugin, not by hand.
+    type: str
+    default: ""
+  verify_signature:
+    description: Verify the repository's C(InRelease) with C(gpgv) against the keyring.
+    type: bool
+    default: true
+  validate_certs:
+    description: Validate TLS certificates when downloading.
+    type: bool
+    default: true
+  timeout:
+    description: Seconds per download attempt. A transient network error is retried twice, an HTTP answer is final.
+    type: int
+    default: 30
+  offered_nccl:
+    description:
+      - When to read the libnccl2/libnccl-dev versions the repository offers (needs O(verify_signature)).
+      - V(auto) reads them when apt has no lists of the repository yet (apt cannot tell what it offers).
+    type: str
+    choices: [auto, always, never]
+    default: auto
+  install:
+    description:
+      - Install the verified package with C(dpkg -i) when the installed one is not the wanted version or its keyring
+        is not exactly O(key_fingerprint). Fails on any error. In check mode, reports the change only.
+    type: bool
+    default: false
+  root:
+    description:
+      - Root of the host's file system (tests) for the files read, dpkg's database and C(dpkg --root) when installing.
+    type: path
+    default: /
+attributes:
+  check_mode:
+    description: Reads and verifies only, in check mode as well; with O(install=true) it reports the installation.
+    support: full
+  diff_mode:
+    description: No diff.
+    support: none
+notes:
+  - Needs C(dpkg-deb) and, to verify the signature, C(gpgv) on the host.
+"""
+
+EXAMPLES = r"""
+- name: Check the host, the inputs and (when needed) the keyring and the repository signature
+  gpucluster.fabric.cuda_repo_probe:
+    base_url: https://developer.download.nvidia.com
+    key_fingerprint: EB693B3035CD5710E231E123A4B469963BF863CC
+  register: cuda_repo_probe
+
+- name: Install the verified cuda-keyring
+  gpucluster.fabric.cuda_repo_probe:
+    base_url: https://developer.download.nvidia.com
+    key_fingerprint: EB693B3035CD5710E231E123A4B469963BF863CC
+    install: true
+  when: cuda_repo_probe.install_needed
+"""
+
+RETURN = r"""
+errors:
+  description: Every problem found, each naming the role variable and the fix; empty when all is well.
+  returned: always
+  type: list
+  elements: str
+distro:
+  description: NVIDIA repository name used.
+  returned: always
+  type: str
+  sample: debian12
+arch:
+  description: NVIDIA architecture directory used.
+  returned: always
+  type: str
+  sample: x86_64
+url:
+  description: The repository URL (no trailing slash).
+  returned: always
+  type: str
+  sample: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64
+list_path:
+  description: The source file the role writes (the keyring package's own).
+  returned: always
+  type: str
+  sample: /etc/apt/sources.list.d/cuda-debian12-x86_64.list
+source_entry:
+  description: The one line that file must hold.
+  returned: always
+  type: str
+  sample: "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] https://m/compute/cuda/repos/debian12/x86_64/ /"
+keyring_path:
+  description: The keyring the package installs and the entry names in C(signed-by).
+  returned: always
+  type: str
+  sample: /usr/share/keyrings/cuda-archive-keyring.gpg
+installed:
+  description: The installed cuda-keyring version (empty when not installed) and its keyring's fingerprints.
+  returned: always
+  type: dict
+  sample: {version: 1.1-1, fingerprints: [EB693B3035CD5710E231E123A4B469963BF863CC]}
+list_current:
+  description: Whether the source file holds exactly RV(source_entry).
+  returned: always
+  type: bool
+apt_lists:
+  description: apt's list files of the repository (C(/var/lib/apt/lists)); empty when apt does not know it yet.
+  returned: always
+  type: list
+  elements: str
+install_needed:
+  description: Whether the keyring package must be installed (wrong version, or a keyring that is not the key).
+  returned: always
+  type: bool
+downloaded:
+  description: What was fetched from the repository in this call (C(cuda-keyring), C(InRelease), C(Packages.gz)).
+  returned: always
+  type: list
+  elements: str
+offered_nccl:
+  description: The libnccl2 and libnccl-dev versions in the verified package index, {package -> [versions]}.
+  returned: when the index was read
+  type: dict
+  sample: {libnccl2: [2.21.5-1+cuda12.4], libnccl-dev: [2.21.5-1+cuda12.4]}
+"""
+
+import base64  # noqa: E402
+import glob  # noqa: E402
+import gzip  # noqa: E402
+import hashlib  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.urls import fetch_url  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import cuda_repo  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.nccl import (  # noqa: E402
+    parse_package_index,
+    release_index_sha256,
+)
+from ansible_collections.gpucluster.fabric.plugins.module_utils.openpgp import (  # noqa: E402
+    OpenPGPError,
+    keyring_info,
+    normalize_fingerprint,
+)
+
+C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+DPKG_LOCK_WAIT = 60
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec={
+            "base_url": {"type": "str", "required": True},
+            "distro": {"type": "str", "default": ""},
+            "arch": {"type": "str", "default": ""},
+            "keyring_version": {"type": "str", "default": "1.1-1", "no_log": False},
+            "key_fingerprint": {"type": "str", "required": True, "no_log": False},
+            "keyring_deb_src": {"type": "str", "default": ""},
+            "keyring_deb_content": {"type": "str", "default": "", "no_log": True},
+            "verify_signature": {"type": "bool", "default": True},
+            "validate_certs": {"type": "bool", "default": True},
+            "timeout": {"type": "int", "default": 30},
+            "offered_nccl": {"type": "str", "choices": ["auto", "always", "never"], "default": "auto"},
+            "install": {"type": "bool", "default": False},
+            "root": {"type": "path", "default": "/"},
+        },
+        supports_check_mode=True,
+    )
+
+
+class Probe:
+    def __init__(self, module, workdir):
+        self.module = module
+        self.params = module.params
+        self.workdir = workdir
+        self.root = self.params["root"]
+        self.errors = []
+        self.downloaded = []
+        self.deb = None  # the verified package, when one was fetched
+
+    def host_path(self, path):
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def read(self, path, binary=False):
+        try:
+            if binary:
+                with open(self.host_path(path), "rb") as handle:
+                    return handle.read()
+            with open(self.host_path(path), encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return None
+
+    def run(self, *argv, environ=None):
+        return self.module.run_command(list(argv), environ_update=dict(C_LOCALE, **(environ or {})))
+
+    # --- what the host has -------------------------------------------------------------------------------------
+
+    def source_files(self):
+        """{path as the host sees it: text} of apt's source files."""
+        paths = list(cuda_repo.SOURCE_FILES)
+        for pattern in cuda_repo.SOURCE_GLOBS:
+            found = sorted(glob.glob(self.host_path(pattern)))
+            paths.extend("/" + os.path.relpath(path, self.root) for path in found)
+        files = {}
+        for path in paths:
+            text = self.read(path)
+            if text is not None:
+                files[path] = text
+        return files
+
+    def installed_version(self):
+        admindir = self.host_path("/var/lib/dpkg")
+        rc, out, _err = self.run(
+            self.module.get_bin_path("dpkg-query", required=True),
+            "--admindir",
+            admindir,
+            "--show",
+            "--showformat",
+            "${Version} ${db:Status-Status}",
+            cuda_repo.PACKAGE,
+        )
+        fields = out.split()
+        if rc == 0 and len(fields) == 2 and fields[1] == "installed":
+            return fields[0]
+        return ""
+
+    @staticmethod
+    def fingerprints(data):
+        """Primary key fingerprints, or None when ``data`` is missing or not a keyring."""
+        if data is None:
+            return None
+        try:
+            return [key["fingerprint"] for key in keyring_info(data)["keys"]]
+        except OpenPGPError:
+            return None
+
+    # --- downloads ---------------------------------------------------------------------------------------------
+
+    def fetch(self, url, name):
+        """(bytes, None) or (None, 'what went wrong'). Transient network errors are retried; HTTP answers are final."""
+        local = url.startswith("file:")
+        attempts = 1 if local else 3
+        status, msg = -1, ""
+        for attempt in range(attempts):
+            response, info = fetch_url(self.module, url, timeout=self.params["timeout"])
+            status, msg = info.get("status", -1), info.get("msg", "")
+            if response is not None and (local or status == 200):
+                data = response.read()
+                self.downloaded.append(name)
+                return data, None
+            if status is not None and status > 0:
+                break
+            if attempt + 1 < attempts:
+                time.sleep(5)
+        return None, f"HTTP {status if status is not None and status > 0 else '-'}, {msg}"
+
+    # --- the checks --------------------------------------------------------------------------------------------
+
+    def keyring_package(self, url, wanted):
+        """Path of the extracted package keyring when the package is the wanted one and holds the key, else None."""
+        version = self.params["keyring_version"]
+        deb = os.path.join(self.workdir, "cuda-keyring.deb")
+        source = self.params["keyring_deb_src"]
+        if source:
+            if not self.params["keyring_deb_content"]:
+                return None  # the action plugin has reported the missing controller file
+            data = base64.b64decode(self.params["keyring_deb_content"])
+            where = f"cuda_repo_keyring_deb={source}"
+        else:
+            deb_url = f"{url}/cuda-keyring_{version}_all.deb"
+            data, problem = self.fetch(deb_url, "cuda-keyring")
+            if data is None:
+                self.errors.append(
+                    f"cannot download {deb_url} ({problem}); check cuda_repo_base_url, cuda_repo_distro/cuda_repo_arch "
+                    "and cuda_repo_keyring_version, or give the .deb with cuda_repo_keyring_deb"
+                )
+                return None
+            where = deb_url
+        with open(deb, "wb") as handle:
+            handle.write(data)
+        dpkg_deb = self.module.get_bin_path("dpkg-deb", required=True)
+        rc, out, err = self.run(dpkg_deb, "--show", "--showformat", "${Package} ${Version}", deb)
+        identity = out.strip() if rc == 0 else ""
+        if identity != f"{cuda_repo.PACKAGE} {version}":
+            self.errors.append(
+                'the keyring package ({}) is "{}", expected "{} {}"; check cuda_repo_keyring_deb / '
+                "cuda_repo_keyring_version".format(
+                    where, identity or "not a Debian package: " + err.strip(), cuda_repo.PACKAGE, version
+                )
+            )
+            return None
+        tree = os.path.join(self.workdir, "deb")
+        rc, _out, err = self.run(dpkg_deb, "--extract", deb, tree)
+        keyring = os.path.join(tree, cuda_repo.KEYRING_PATH.lstrip("/"))
+        data = None
+        if rc == 0:
+            try:
+                with open(keyring, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                data = None
+        found = self.fingerprints(data)
+        errors = cuda_repo.keyring_errors(
+            "the cuda-keyring package's keyring" + ("" if found is not None else f" ({cuda_repo.KEYRING_PATH})"),
+            found or [],
+            wanted,
+            "Do not install it: check where the package came from, or set cuda_repo_key_fingerprint to your "
+            "mirror's signing key",
+        )
+        if errors:
+            self.errors.extend(errors)
+            return None
+        self.deb = deb
+        return keyring
+
+    def verified_release(self, url, keyring, wanted):
+        """The text gpgv verified in the repository's InRelease, or None."""
+        data, problem = self.fetch(f"{url}/InRelease", "InRelease")
+        if data is None:
+            self.errors.append(
+                f"{url}/InRelease cannot be fetched ({problem}): the repository is unsigned or unreachable. apt "
+                "would refuse it; sign the mirror (InRelease) with the key in cuda_repo_key_fingerprint. Never use "
+                "trusted=yes"
+            )
+            return None
+        gpgv = self.module.get_bin_path("gpgv")
+        if not gpgv:
+            self.errors.append("gpgv is not installed on the host; install the gpgv package (apt needs it as well)")
+            return None
+        inrelease = os.path.join(self.workdir, "InRelease")
+        verified = os.path.join(self.workdir, "InRelease.verified")
+        with open(inrelease, "wb") as handle:
+            handle.write(data)
+        rc, _out, err = self.run(gpgv, "--homedir", self.workdir, "--keyring", keyring, "--output", verified, inrelease)
+        if rc != 0:
+            self.errors.append(
+                "{}/InRelease is not signed by key {} ({}); check cuda_repo_base_url points at the right mirror and "
+                "that the mirror is signed with the key in cuda_repo_key_fingerprint".format(
+                    url, wanted, " ".join(err.split())
+                )
+            )
+            return None
+        with open(verified, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+
+    def offered(self, url, release):
+        """{package: [versions]} from the Packages.gz the verified release lists, or None when it lists none."""
+        sha256 = release_index_sha256(release, "Packages.gz")
+        if not sha256:
+            return None
+        data, problem = self.fetch(f"{url}/Packages.gz", "Packages.gz")
+        if data is None:
+            self.errors.append(
+                f"cannot download {url}/Packages.gz ({problem}), the package index the signed InRelease lists; "
+                "check that the mirror is complete and reachable"
+            )
+            return None
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha256:
+            self.errors.append(
+                f"{url}/Packages.gz has SHA256 {actual}, but the signed InRelease lists {sha256}: the mirror is "
+                "inconsistent (half-synced) or tampered with; fix the mirror at cuda_repo_base_url, then run again"
+            )
+            return None
+        try:
+            text = gzip.decompress(data).decode("utf-8", errors="replace")
+        except (OSError, EOFError) as exc:
+            self.errors.append(f"{url}/Packages.gz is not gzip data ({exc}); fix the mirror at cuda_repo_base_url")
+            return None
+        return parse_package_index(text)
+
+    def install(self):
+        """dpkg -i of the verified .deb (the bytes checked above); waits for the dpkg lock like apt does."""
+        argv = [self.module.get_bin_path("dpkg", required=True), "--force-confdef", "--force-confold"]
+        if os.path.realpath(self.root) != "/":  # a directory tree as the host (tests)
+            argv += ["--root", self.root, "--log", os.devnull, "--force-not-root"]
+        deadline = time.time() + DPKG_LOCK_WAIT
+        while True:
+            rc, out, err = self.run(*argv, "--install", self.deb, environ={"DEBIAN_FRONTEND": "noninteractive"})
+            if rc == 0 or "lock" not in err or time.time() > deadline:
+                return rc, out, err
+            time.sleep(2)
+
+    def probe(self):
+        params = self.params
+        os_release = cuda_repo.parse_os_release(self.read("/etc/os-release") or self.read("/usr/lib/os-release"))
+        repo = cuda_repo.derive_repository(params["distro"], params["arch"], os_release, platform.machine())
+        wanted = normalize_fingerprint(params["key_fingerprint"])
+        url = cuda_repo.repository_url(params["base_url"], repo["distro"], repo["arch"])
+        own_list = cuda_repo.list_path(repo["distro"], repo["arch"])
+        entry = cuda_repo.source_entry(url)
+        result = {
+            "distro": repo["distro"],
+            "arch": repo["arch"],
+            "url": url,
+            "list_path": own_list,
+            "source_entry": entry,
+            "keyring_path": cuda_repo.KEYRING_PATH,
+        }
+        input_errors = cuda_repo.input_errors(
+            repo,
+            params["base_url"],
+            params["key_fingerprint"],
+            wanted,
+            params["keyring_version"],
+            bool(params["distro"]),
+        )
+        self.errors.extend(input_errors)
+        self.errors.extend(cuda_repo.source_errors(cuda_repo.find_source_entries(self.source_files()), own_list))
+
+        version = self.installed_version()
+        installed_keys = self.fingerprints(self.read(cuda_repo.KEYRING_PATH, binary=True))
+        lists_dir = self.host_path(cuda_repo.APT_LISTS_DIR)
+        names = os.listdir(lists_dir) if os.path.isdir(lists_dir) else []
+        apt_lists = [
+            os.path.join(cuda_repo.APT_LISTS_DIR, name)
+            for name in cuda_repo.matching_lists(names, repo["distro"], repo["arch"])
+        ]
+        list_current = cuda_repo.list_is_current(self.read(own_list), entry)
+        install_needed = version != params["keyring_version"] or installed_keys != [wanted]
+        want_offered = params["verify_signature"] and (
+            params["offered_nccl"] == "always" or (params["offered_nccl"] == "auto" and not apt_lists)
+        )
+        result.update(
+            installed={"version": version, "fingerprints": installed_keys or []},
+            apt_lists=apt_lists,
+            list_current=list_current,
+            install_needed=install_needed,
+        )
+        if input_errors:
+            return result  # nothing sensible to download
+
+        keyring = None
+        if install_needed:
+            keyring = self.keyring_package(url, wanted)
+            if keyring is None:
+                return result
+        elif params["verify_signature"] and (not list_current or want_offered):
+            keyring = self.host_path(cuda_repo.KEYRING_PATH)  # installed, wanted version, exactly the key
+        if keyring is None or not params["verify_signature"]:
+            return result
+        release = self.verified_release(url, keyring, wanted)
+        if release is not None and want_offered:
+            offered = self.offered(url, release)
+            if offered is not None:
+                result["offered_nccl"] = offered
+        return result
+
+
+def main():
+    module = build_module()
+    params = module.params
+    if params["install"]:
+        params["offered_nccl"] = "never"
+    # A lost connection (SIGHUP) or a kill (SIGTERM) unwinds through the finally below, like an error does.
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, lambda *_: sys.exit(1))
+    workdir = tempfile.mkdtemp(prefix="cuda_repo.")
+    try:
+        probe = Probe(module, workdir)
+        result = probe.probe()
+        changed, install = False, {}
+        if params["install"] and result["install_needed"] and not probe.errors:
+            changed = True
+            if not module.check_mode:
+                rc, out, err = probe.install()
+                install = {"rc": rc, "stdout": out, "stderr": err}
+                keys = probe.fingerprints(probe.read(cuda_repo.KEYRING_PATH, binary=True)) or []
+                if rc != 0:
+                    probe.errors.append(f"dpkg could not install the verified cuda-keyring: {' '.join(err.split())}")
+                else:
+                    probe.errors.extend(
+                        cuda_repo.keyring_errors(
+                            cuda_repo.KEYRING_PATH,
+                            keys,
+                            normalize_fingerprint(params["key_fingerprint"]),
+                            f"Reinstall cuda-keyring {params['keyring_version']}",
+                        )
+                    )
+                result["installed"] = {"version": probe.installed_version(), "fingerprints": keys}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    result.update(changed=changed, errors=probe.errors, downloaded=probe.downloaded, **install)
+    if params["install"] and probe.errors:
+        module.fail_json(msg="; ".join(probe.errors), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""The cuda_repo_probe action plugin in real ansible-playbook runs on localhost (connection local, a directory tree
+as the host, the lab mirror's files over file://; nothing is installed)."""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gpucluster" / "fabric").is_dir())
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "cuda_repo"
+DEB = FIXTURES / "signed" / "compute" / "cuda" / "repos" / "debian12" / "x86_64" / "cuda-keyring_1.1-1_all.deb"
+LAB_KEY = "2DAB59B7E049DB922CEBF45F52D59CBD1C0AA271"
+
+pytestmark = pytest.mark.skipif(
+    not PLAYBOOK.is_file() or not (shutil.which("dpkg-deb") and shutil.which("gpgv")),
+    reason="needs ansible-playbook next to this Python, dpkg-deb and gpgv",
+)
+
+PLAY = """
+- name: Probe
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Probe with a controller .deb
+      gpucluster.fabric.cuda_repo_probe:
+        base_url: "file://{fixtures}/signed"
+        distro: debian12
+        arch: x86_64
+        key_fingerprint: {key}
+        keyring_deb_src: "{deb}"
+        root: "{root}"
+      register: probe
+    - name: Write the result
+      ansible.builtin.copy:
+        content: "{{{{ probe | to_json }}}}"
+        dest: "{out}"
+        mode: "0600"
+"""
+
+
+def _probe(tmp_path, deb):
+    root = tmp_path / "host"
+    (root / "var" / "lib" / "dpkg").mkdir(parents=True)
+    (root / "var" / "lib" / "dpkg" / "status").write_text("")
+    out = tmp_path / "result.json"
+    playbook = tmp_path / "probe.yml"
+    playbook.write_text(PLAY.format(fixtures=FIXTURES, key=LAB_KEY, deb=deb, root=root, out=out))
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+        ANSIBLE_HOME=str(tmp_path / "home"),
+        ANSIBLE_NOCOLOR="1",
+    )
+    run = subprocess.run(
+        [
+            str(PLAYBOOK),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            str(playbook),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return json.loads(out.read_text()), run.stdout
+
+
+def test_controller_deb_is_verified_instead_of_downloaded(tmp_path):
+    result, _ = _probe(tmp_path, DEB)
+    assert result["errors"] == []
+    assert result["install_needed"] is True
+    assert result["downloaded"] == ["InRelease", "Packages.gz"]  # the keyring package came from the controller
+    # the package's bytes are not logged with the module's arguments
+    assert base64.b64encode(DEB.read_bytes()).decode()[:40] not in json.dumps(result)
+
+
+def test_missing_controller_deb_is_one_more_error(tmp_path):
+    result, _ = _probe(tmp_path, tmp_path / "nowhere.deb")
+    assert result["errors"] == [
+        f"cuda_repo_keyring_deb={tmp_path / 'nowhere.deb'} is not a file on the controller; copy NVIDIA's "
+        "cuda-keyring_1.1-1_all.deb there or leave it empty to download it"
+    ]
+    assert result["downloaded"] == []
