@@ -53,7 +53,9 @@ STAND_INS = {
     },
     "__rdma_modules_peermem_state": "failed",
     "__rdma_modules_peermem_error": "Invalid argument",
-    "__fabric_validate_result": {"checks": [{"host": "gpu1", "name": "rdma", "status": "failed", "detail": "x"}]},
+    "__fabric_validate_report": {
+        "failures": {"gpu1": ["gpu1: rdma/ib_write_bw[gpu2] measured 1 Gb/s, threshold 9 Gb/s"]}
+    },
 }
 
 LOADER = DataLoader()
