@@ -5,8 +5,10 @@ plugins/filter/fabric_validate.py; every check is a dict with host, tier, check,
 measured, threshold, unit and message.
 """
 
+import json
 import re
 import statistics
+from collections.abc import Mapping
 
 from .fabric_model import is_int, normalise_interface
 from .nccl_tests import parse_nccl_tests, primary
@@ -55,9 +57,24 @@ def rdma_rounds(hosts=None, pairs=None):
     return [scheduled for _members, scheduled in rounds]
 
 
-def preflight_errors(tiers, thresholds, pairs, play_hosts, settle_seconds=0, settle_delay=1):
+RDMA_TESTS = ("ib_write_bw", "ib_write_lat")
+MEASUREMENTS_SHAPE = "{rdma: [{test: ib_write_bw|ib_write_lat, peer, output}], nccl_output: str}"
+
+
+def measurements_errors(measurements):
+    """fabric_validate_measurements must be a mapping whose rdma (when given) lists perftest results."""
+    rdma = measurements.get("rdma", []) if isinstance(measurements, Mapping) else None
+    if isinstance(rdma, list) and all(isinstance(e, Mapping) and e.get("test") in RDMA_TESTS for e in rdma):
+        return []
+    shown = json.dumps(measurements, default=str)
+    if len(shown) > 200:
+        shown = shown[:197] + "..."
+    return [f"fabric_validate_measurements must be {MEASUREMENTS_SHAPE}; got {shown}"]
+
+
+def preflight_errors(tiers, thresholds, pairs, play_hosts, settle_seconds=0, settle_delay=1, measurements=None):
     """Messages for bad input, each naming the variable, the value and the fix. Empty when all is well."""
-    errors = []
+    errors = measurements_errors({} if measurements is None else measurements)
     if int(settle_seconds) < 0:
         errors.append(
             f"fabric_validate_port_settle_seconds={settle_seconds} must be 0 or more; "

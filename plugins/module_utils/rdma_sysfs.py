@@ -192,3 +192,16 @@ def merge_ibv_devinfo(devices, devinfo):
                 port["active_mtu_source"] = "ibv_devinfo"
                 port["max_mtu"] = match.get("max_mtu")
     return devices
+
+
+def read_interface_mtus(interfaces, root="/"):
+    """[{name, expected_mtu, mtu}] for ``[{name, expected_mtu}]``: the MTU from <root>/sys/class/net/<name>/mtu, or
+    None when the interface does not exist (or its MTU cannot be read)."""
+    return [
+        {
+            "name": iface["name"],
+            "expected_mtu": iface.get("expected_mtu"),
+            "mtu": _int(_read(os.path.join(root, "sys", "class", "net", iface["name"], "mtu"))),
+        }
+        for iface in interfaces or []
+    ]

@@ -61,58 +61,13 @@ panels:
   elements: str
 """
 
-import filecmp  # noqa: E402
-import os  # noqa: E402
-import tempfile  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-
-
-def _draw(series, title, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_nccl, ax_rdma) = plt.subplots(1, 2, figsize=(13, 5))
-    fig.suptitle(title)
-    nccl = series.get("nccl") or {}
-    for index, (host, rows) in enumerate(sorted(nccl.items())):
-        sizes = [r["size"] for r in rows]
-        color = f"C{index % 10}"
-        ax_nccl.plot(sizes, [r["busbw_gbps"] or 0 for r in rows], marker="o", color=color, label=f"{host} busbw")
-        ax_nccl.plot(sizes, [r["algbw_gbps"] or 0 for r in rows], linestyle="--", color=color, label=f"{host} algbw")
-    ax_nccl.set_xscale("log", base=2)
-    ax_nccl.set_xlabel("message size (bytes)")
-    ax_nccl.set_ylabel("GB/s (out-of-place)")
-    ax_nccl.set_title("NCCL all_reduce_perf")
-    if nccl:
-        ax_nccl.legend(fontsize="small")
-    else:
-        ax_nccl.text(0.5, 0.5, "no NCCL measurement", ha="center", va="center", transform=ax_nccl.transAxes)
-    rdma = series.get("rdma") or {}
-    labels = [f"{host}\n-> {r['peer']}" for host, runs in sorted(rdma.items()) for r in runs]
-    values = [r["bw_avg_gbps"] for _host, runs in sorted(rdma.items()) for r in runs]
-    ax_rdma.bar(range(len(values)), values)
-    ax_rdma.set_xticks(range(len(values)))
-    ax_rdma.set_xticklabels(labels, fontsize="small")
-    ax_rdma.set_ylabel("Gb/s")
-    ax_rdma.set_title("ib_write_bw average per pair")
-    if not values:
-        ax_rdma.text(0.5, 0.5, "no RDMA measurement", ha="center", va="center", transform=ax_rdma.transAxes)
-    fig.tight_layout()
-    directory = os.path.dirname(path) or "."
-    handle, tmp = tempfile.mkstemp(suffix=".png", dir=directory)
-    os.close(handle)
-    # No timestamp in the PNG metadata, so the same data gives the same bytes and a re-run changes nothing.
-    fig.savefig(tmp, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    if os.path.exists(path) and filecmp.cmp(tmp, path, shallow=False):
-        os.unlink(tmp)
-        return False
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return True
+from ansible_collections.gpucluster.fabric.plugins.module_utils.report_plot import (  # noqa: E402
+    MATPLOTLIB_MISSING,
+    draw_plot,
+    have_matplotlib,
+    plot_panels,
+)
 
 
 def main():
@@ -124,16 +79,13 @@ def main():
         },
         supports_check_mode=True,
     )
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        module.fail_json(msg="matplotlib is required on the controller for the report plot: pip install matplotlib")
+    if not have_matplotlib():
+        module.fail_json(msg=MATPLOTLIB_MISSING)
     series = module.params["series"]
-    panels = [name for name in ("nccl", "rdma") if series.get(name)]
     changed = True
     if not module.check_mode:
-        changed = _draw(series, module.params["title"], module.params["path"])
-    module.exit_json(changed=changed, path=module.params["path"], panels=panels)
+        changed = draw_plot(series, module.params["title"], module.params["path"])
+    module.exit_json(changed=changed, path=module.params["path"], panels=plot_panels(series))
 
 
 if __name__ == "__main__":

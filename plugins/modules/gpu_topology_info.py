@@ -15,11 +15,6 @@ description:
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (!UNKNOWN)
 options:
-  max_nic_distance:
-    description: Farthest acceptable GPU to NIC connection type.
-    type: str
-    default: PXB
-    choices: [PIX, PXB, PHB, NODE, SYS]
   topo_text:
     description:
       - Captured C(nvidia-smi topo -m) output to parse instead of running nvidia-smi (for sites that collect it
@@ -30,14 +25,8 @@ options:
       - Captured C(nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv) output.
     type: str
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpucluster.fabric.fabric_probe
+  - gpucluster.fabric.fabric_probe.gpu
 """
 
 EXAMPLES = r"""
@@ -87,21 +76,16 @@ flagged:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.nvidia_smi import (  # noqa: E402
-    gpu_nic_affinity,
-    parse_query_gpu_csv,
-    parse_topo_matrix,
-    summarize_gpus,
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_probe import (  # noqa: E402
+    GPU_ARGUMENT_SPEC,
+    probe_gpus,
 )
-
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
-QUERY_FIELDS = "index,name,pci.bus_id,driver_version,memory.total"
 
 
 def build_module():
     return AnsibleModule(
         argument_spec={
-            "max_nic_distance": {"type": "str", "default": "PXB", "choices": ["PIX", "PXB", "PHB", "NODE", "SYS"]},
+            **GPU_ARGUMENT_SPEC,
             "topo_text": {"type": "str"},
             "query_text": {"type": "str"},
         },
@@ -110,54 +94,13 @@ def build_module():
     )
 
 
-def _run(module, binary, args):
-    rc, out, err = module.run_command([binary] + args)
-    if rc != 0:
-        return None, f"nvidia-smi {' '.join(args)} failed (rc={rc}): {(err or out).strip()}"
-    return out, None
-
-
 def main():
     module = build_module()
-    result = {
-        "changed": False,
-        "gpu_present": False,
-        "skipped_reason": None,
-        "gpus": [],
-        "topology": {},
-        "affinity": [],
-        "nic_count": 0,
-        "flagged": [],
-    }
-    topo_text = module.params["topo_text"]
-    query_text = module.params["query_text"]
-    if topo_text is None:
-        binary = module.get_bin_path("nvidia-smi")
-        if not binary:
-            result["skipped_reason"] = "nvidia-smi not found"
-            module.exit_json(**result)
-        module.run_command_environ_update = C_LOCALE
-        query_text, error = _run(module, binary, ["--query-gpu=" + QUERY_FIELDS, "--format=csv"])
-        if error:
-            # nvidia-smi present but no usable driver/GPU: report why, do not pretend the host passed.
-            result["skipped_reason"] = error
-            module.exit_json(**result)
-        topo_text, error = _run(module, binary, ["topo", "-m"])
-        if error:
-            module.fail_json(msg=error, **result)
-    gpus = summarize_gpus(parse_query_gpu_csv(query_text))
-    topology = parse_topo_matrix(topo_text)
-    affinity = gpu_nic_affinity(topology, module.params["max_nic_distance"])
-    result.update(
-        gpu_present=bool(gpus),
-        skipped_reason=None if gpus else "no GPU reported by nvidia-smi",
-        gpus=gpus,
-        topology=topology,
-        affinity=affinity,
-        nic_count=len([d for d in topology["devices"] if not d.startswith("GPU")]),
-        flagged=[a["gpu"] for a in affinity if a["flagged"]],
-    )
-    module.exit_json(**result)
+    params = module.params
+    result, error = probe_gpus(module, params["max_nic_distance"], params["topo_text"], params["query_text"])
+    if error:
+        module.fail_json(msg=error, changed=False, **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -15,31 +15,9 @@ description:
   - Reads only; never changes anything. Safe in check mode.
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (!UNKNOWN)
-options:
-  root:
-    description:
-      - Directory that stands for C(/). Point it at a captured or synthesised tree to inspect it instead of the
-        live system.
-    type: path
-    default: /
-  modules:
-    description: Kernel modules whose presence under C(<root>/sys/module) is reported in RV(modules_loaded).
-    type: list
-    elements: str
-    default: []
-  use_ibv_devinfo:
-    description: Run C(ibv_devinfo -v) for the active MTU when it is installed and O(root=/).
-    type: bool
-    default: true
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpucluster.fabric.fabric_probe
+  - gpucluster.fabric.fabric_probe.rdma
 notes:
   - A host without RDMA devices returns RV(rdma_present=false); callers should report it as skipped, not passed.
 """
@@ -149,51 +127,24 @@ modules_loaded:
   sample: {ib_core: true, nvidia_peermem: false}
 """
 
-import os  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import (  # noqa: E402
-    loaded_modules,
-    merge_ibv_devinfo,
-    parse_ibv_devinfo,
-    read_rdma_devices,
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_probe import (  # noqa: E402
+    RDMA_ARGUMENT_SPEC,
+    probe_rdma,
 )
-
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec={
-            "root": {"type": "path", "default": "/"},
-            "modules": {"type": "list", "elements": "str", "default": []},
-            "use_ibv_devinfo": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
+    return AnsibleModule(argument_spec=dict(RDMA_ARGUMENT_SPEC), supports_check_mode=True)
 
 
 def main():
     module = build_module()
-    root = module.params["root"]
-    if not os.path.isdir(root):
-        module.fail_json(msg=f"root={root} is not a directory")
-    devices = read_rdma_devices(root)
-    if devices and module.params["use_ibv_devinfo"] and os.path.realpath(root) == "/":
-        ibv_devinfo = module.get_bin_path("ibv_devinfo")
-        if ibv_devinfo:
-            module.run_command_environ_update = C_LOCALE
-            rc, out, err = module.run_command([ibv_devinfo, "-v"])
-            if rc == 0:
-                merge_ibv_devinfo(devices, parse_ibv_devinfo(out))
-            else:
-                module.warn(f"ibv_devinfo -v failed (rc={rc}): {err.strip()}")
-    module.exit_json(
-        changed=False,
-        rdma_present=bool(devices),
-        devices=devices,
-        modules_loaded=loaded_modules(module.params["modules"], root),
-    )
+    params = module.params
+    result, error = probe_rdma(module, params["root"], params["modules"], params["use_ibv_devinfo"])
+    if error:
+        module.fail_json(msg=error)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,9 @@ STAND_INS = {
         "facts": {"runtime_load": {"possible": True, "reason": "in a container"}, "peermem": {"persisted_in": []}},
     },
     "__rdma_modules_peermem_load": {"rc": 1, "msg": "modprobe: ERROR: could not insert 'nvidia_peermem'"},
-    "__fabric_validate_result": {"checks": [{"host": "gpu1", "name": "rdma", "status": "failed", "detail": "x"}]},
+    "__fabric_validate_report": {
+        "failures": {"gpu1": ["gpu1: rdma/ib_write_bw[gpu2] measured 1 Gb/s, threshold 9 Gb/s"]}
+    },
 }
 
 LOADER = DataLoader()

@@ -5,6 +5,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     evaluate,
     expected_interface_mtus,
     failure_lines,
+    measurements_errors,
     merge_thresholds,
     outlier_checks,
     preflight_errors,
@@ -76,6 +77,46 @@ def test_preflight_errors():
     assert any("fabric_validate_rdma_pairs[0].client='ghost' is not a host in this play" in e for e in errors)
     assert preflight_errors(["health"], THRESHOLDS, [], ["node1"]) == []
     assert preflight_errors([], {"ib_write_bw_fraction_of_rate": 1}, None, []) == []
+
+
+@pytest.mark.parametrize(
+    "measurements",
+    [
+        {},
+        {"nccl_output": "x"},
+        {"rdma": []},
+        {"rdma": [{"test": "ib_write_bw", "peer": "n2", "output": ""}, {"test": "ib_write_lat", "peer": "n2"}]},
+    ],
+)
+def test_measurements_of_the_right_shape_pass(measurements):
+    assert measurements_errors(measurements) == []
+    assert preflight_errors(["health"], {}, [], ["node1"], measurements=measurements) == []
+
+
+@pytest.mark.parametrize(
+    "measurements",
+    [
+        [],
+        "rdma",
+        {"rdma": "ib_write_bw"},
+        {"rdma": [{"test": "ib_read_bw"}]},
+        {"rdma": [{"peer": "n2"}]},
+        {"rdma": [1]},
+    ],
+)
+def test_measurements_of_another_shape_fail_with_the_expected_shape(measurements):
+    (error,) = measurements_errors(measurements)
+    assert error.startswith(
+        "fabric_validate_measurements must be {rdma: [{test: ib_write_bw|ib_write_lat, peer, output}], "
+        "nccl_output: str}; got "
+    )
+
+
+def test_bad_measurements_are_reported_with_the_other_errors_and_shortened():
+    errors = preflight_errors(["speed"], {}, [], ["node1"], 60, 3, {"rdma": [{"test": "x", "output": "y" * 500}]})
+    assert len(errors) == 2
+    assert errors[0].endswith('"output": "' + "y" * (197 - len('{"rdma": [{"test": "x", "output": "')) + "...")
+    assert errors[1].startswith("fabric_validate_tiers contains unknown tier 'speed'")
 
 
 def test_preflight_errors_port_settle():

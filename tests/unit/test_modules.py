@@ -3,7 +3,11 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.gpucluster.fabric.plugins.modules import gpu_topology_info, ib_port_info
+from ansible_collections.gpucluster.fabric.plugins.modules import (
+    fabric_validate_collect,
+    gpu_topology_info,
+    ib_port_info,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -110,3 +114,90 @@ def test_fabric_report_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
     result = _run(fabric_report_plot, {"path": str(tmp_path / "p.png"), "series": {}}, capsys)
     assert result["failed"] is True
     assert "matplotlib is required on the controller" in result["msg"]
+
+
+def _replaying_nvidia_smi(tmp_path, monkeypatch, topo_exit=0):
+    """An nvidia-smi that replays the H200 capture, found by get_bin_path (the real one is not on this machine)."""
+    capture = FIXTURES / "h200-1gpu"
+    script = tmp_path / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in "topo -m") cat {capture}/nvidia-smi-topo-m.txt; exit {topo_exit} ;;\n'
+        f"  *) exec cat {capture}/query-gpu.csv ;; esac\n"
+    )
+    script.chmod(0o755)
+    real = fabric_validate_collect.AnsibleModule.get_bin_path
+
+    def get_bin_path(self, name, *args, **kwargs):
+        return str(script) if name == "nvidia-smi" else real(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(fabric_validate_collect.AnsibleModule, "get_bin_path", get_bin_path)
+
+
+def test_fabric_validate_collect_reads_everything_in_one_call(tmp_path, monkeypatch, capsys):
+    _replaying_nvidia_smi(tmp_path, monkeypatch)
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_IB_HCA==rxe0\n")
+    result = _run(
+        fabric_validate_collect,
+        {
+            "root": str(FIXTURES / "sysfs-softroce-vm2"),
+            "modules": ["rdma_rxe"],
+            "nccl_conf_path": str(conf),
+            "interfaces": [{"name": "eth1", "expected_mtu": 4200}, {"name": "ib9", "expected_mtu": 4092}],
+        },
+        capsys,
+    )
+    assert result["changed"] is False
+    assert sorted(result["ib"]) == ["devices", "modules_loaded", "rdma_present"]
+    assert result["ib"]["rdma_present"] is True
+    assert result["ib"]["devices"][0]["ports"][0]["active_mtu"] == 4096
+    assert result["ib"]["modules_loaded"] == {"rdma_rxe": True}
+    assert sorted(result["gpu"]) == sorted(fabric_validate_collect.GPU_KEYS)
+    assert result["gpu"]["gpus"][0]["name"] == "NVIDIA H200"
+    assert result["nccl_conf"] == {"path": str(conf), "content": "NCCL_IB_HCA==rxe0\n"}
+    assert result["interfaces"] == [
+        {"name": "eth1", "expected_mtu": 4200, "mtu": 4200},
+        {"name": "ib9", "expected_mtu": 4092, "mtu": None},
+    ]
+
+
+def test_fabric_validate_collect_agrees_with_the_single_modules(tmp_path, monkeypatch, capsys):
+    _replaying_nvidia_smi(tmp_path, monkeypatch)
+    root = str(FIXTURES / "sysfs-softroce-vm1")
+    collected = _run(fabric_validate_collect, {"root": root, "modules": ["ib_core"]}, capsys)
+    ib = _run(ib_port_info, {"root": root, "modules": ["ib_core"]}, capsys)
+    gpu = _run(gpu_topology_info, {}, capsys)
+    assert collected["ib"] == {key: ib[key] for key in ("rdma_present", "devices", "modules_loaded")}
+    assert collected["gpu"] == {key: gpu[key] for key in fabric_validate_collect.GPU_KEYS}
+
+
+def test_fabric_validate_collect_on_a_bare_host(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(fabric_validate_collect.AnsibleModule, "get_bin_path", lambda self, *a, **k: None)
+    result = _run(
+        fabric_validate_collect,
+        {"root": str(tmp_path), "nccl_conf_path": str(tmp_path / "absent.conf"), "interfaces": [{"name": "eth1"}]},
+        capsys,
+    )
+    assert result["ib"] == {"rdma_present": False, "devices": [], "modules_loaded": {}}
+    assert result["gpu"]["gpu_present"] is False
+    assert result["gpu"]["skipped_reason"] == "nvidia-smi not found"
+    assert result["nccl_conf"]["content"] is None
+    assert result["interfaces"] == [{"name": "eth1", "expected_mtu": None, "mtu": None}]
+
+
+def test_fabric_validate_collect_failures(tmp_path, monkeypatch, capsys):
+    result = _run(fabric_validate_collect, {"root": str(tmp_path / "missing")}, capsys)
+    assert result["failed"] is True
+    assert result["msg"] == f"root={tmp_path / 'missing'} is not a directory"
+    monkeypatch.setattr(fabric_validate_collect.AnsibleModule, "get_bin_path", lambda self, *a, **k: None)
+    result = _run(fabric_validate_collect, {"root": str(tmp_path), "nccl_conf_path": str(tmp_path)}, capsys)
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"cannot read {tmp_path}: ")
+
+
+def test_fabric_validate_collect_fails_when_topo_fails(tmp_path, monkeypatch, capsys):
+    _replaying_nvidia_smi(tmp_path, monkeypatch, topo_exit=3)
+    result = _run(fabric_validate_collect, {"root": str(tmp_path), "nccl_conf_path": str(tmp_path / "x")}, capsys)
+    assert result["failed"] is True
+    assert result["msg"].startswith("nvidia-smi topo -m failed (rc=3)")

@@ -8,6 +8,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs impor
     merge_ibv_devinfo,
     parse_ibv_devinfo,
     parse_rate,
+    read_interface_mtus,
     read_rdma_devices,
     roce_active_mtu,
 )
@@ -107,3 +108,12 @@ def test_parse_rate():
 
 def test_expand_gid():
     assert expand_gid("::ffff:10.20.0.1") == "0000:0000:0000:0000:0000:ffff:0a14:0001"
+
+
+def test_read_interface_mtus(vm1_root):
+    interfaces = [{"name": "eth1", "expected_mtu": 4200}, {"name": "ib9", "expected_mtu": 4092}]
+    assert read_interface_mtus(interfaces, str(vm1_root)) == [
+        {"name": "eth1", "expected_mtu": 4200, "mtu": 4200},
+        {"name": "ib9", "expected_mtu": 4092, "mtu": None},
+    ]
+    assert read_interface_mtus([], str(vm1_root)) == []

@@ -22,40 +22,57 @@ def _render(expression, variables):
     return templar.template(template.trust_as_template(expression))
 
 
-def _set_fact(tasks_file, task_name, variable):
+def _trusted(variables):
+    """Task vars as Ansible loads them from the role: templates, rendered where they are used."""
+    return {name: template.trust_as_template(value) for name, value in variables.items()}
+
+
+def _task(tasks_file, task_name):
     tasks = yaml.safe_load((ROLE / "tasks" / tasks_file).read_text())
-    task = next(t for t in tasks if t["name"] == task_name)
-    return task["ansible.builtin.set_fact"][variable]
+    return next(t for t in tasks if t["name"] == task_name)
 
 
-COMMON = {"__fabric_validate_test": "ib_write_bw", "ansible_check_mode": False}
+COMMON = {"__fabric_validate_test": "ib_write_bw", "ansible_check_mode": False, "__fabric_validate_live": True}
+RECORD = "Record the client's and the server's results"
+OUTPUT = {"stdout": "65536 1000 0.02 0.01 0.00", "stderr": "warning", "rc": 0}
 
 
 @pytest.mark.parametrize(
-    ("task_name", "variables", "key"),
+    ("variables", "key", "other"),
     [
         (
-            "Record the client's result (the judged side)",
-            {"__fabric_validate_connect": [{"server": "vm2"}], "__fabric_validate_client": {}},
+            {
+                "__fabric_validate_connect": [{"server": "vm2"}],
+                "__fabric_validate_serve": [],
+                "__fabric_validate_client": OUTPUT,
+                "__fabric_validate_server_job": {"skipped": True},
+            },
             "rdma",
+            "rdma_served",
         ),
         (
-            "Record the server's part",
-            {"__fabric_validate_serve": [{"client": "vm1"}], "__fabric_validate_server": {}},
+            {
+                "__fabric_validate_connect": [],
+                "__fabric_validate_serve": [{"client": "vm1"}],
+                "__fabric_validate_server_job": {"ansible_job_id": "j1"},
+                "__fabric_validate_server": OUTPUT,
+            },
             "rdma_served",
+            "rdma",
         ),
     ],
 )
-def test_rdma_output_joins_stdout_and_stderr_with_a_real_newline(task_name, variables, key):
-    result_var = "__fabric_validate_client" if "__fabric_validate_client" in variables else "__fabric_validate_server"
-    variables[result_var] = {"stdout": "65536 1000 0.02 0.01 0.00", "stderr": "warning", "rc": 0}
+def test_rdma_output_joins_stdout_and_stderr_with_a_real_newline(variables, key, other):
+    task = _task("rdma_round.yml", RECORD)
     host = {"rdma": [], "rdma_served": []}
     rendered = _render(
-        _set_fact("rdma_round.yml", task_name, "__fabric_validate_host"),
-        {**COMMON, **variables, "__fabric_validate_host": host},
+        task["ansible.builtin.set_fact"]["__fabric_validate_host"],
+        {**COMMON, **_trusted(task["vars"]), **variables, "__fabric_validate_host": host},
     )
     assert rendered[key][0]["output"] == "65536 1000 0.02 0.01 0.00\nwarning"
     assert rendered[key][0]["rc"] == 0
+    # A host is client or server in a round, never both: the other list stays as it was.
+    assert rendered[other] == []
 
 
 def test_no_escaped_newline_in_folded_expressions():

@@ -1,16 +1,12 @@
 """The declared_vars check in real ansible-playbook runs on localhost (connection local; nothing is changed)."""
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+sys.path.insert(0, str(Path(__file__).parent))
+from _playbook import ansible_playbook, needs_playbook  # noqa: E402
 
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
-COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gpucluster" / "fabric").is_dir())
-
-pytestmark = pytest.mark.skipif(not PLAYBOOK.is_file(), reason="no ansible-playbook next to this Python")
+pytestmark = needs_playbook
 
 # A play before the check registers and sets names with the collection's prefixes, and the check runs inside a role
 # whose defaults and the play's vars carry such names too: none of them is the inventory's, none may be judged.
@@ -55,24 +51,7 @@ def _run(tmp_path, hosts, *args, playbook=None):
         )
         playbook = tmp_path / "check.yml"
         playbook.write_text(CHECK)
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-        ANSIBLE_ROLES_PATH=str(tmp_path / "roles"),
-        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-        ANSIBLE_HOME=str(tmp_path / "home"),
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_NOCOLOR="1",
-    )
-    return subprocess.run(
-        [str(PLAYBOOK), "-i", str(inventory), str(playbook), *args],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return ansible_playbook(tmp_path, inventory, playbook, *args, roles_path=tmp_path / "roles")
 
 
 def test_clean_inventory_passes(tmp_path):

@@ -1,0 +1,149 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+"""Action plugin gpucluster.fabric.fabric_validate_report (documented in plugins/modules/fabric_validate_report.py).
+
+Judges every host and writes the run's report on the controller: report.json, junit.xml and summary.md (rendered
+from the templates by Ansible's templar, as the template module would) and plot.png.
+"""
+
+import os
+import tempfile
+
+from ansible import constants as C
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.plugins.filter.core import to_nice_json
+from ansible.template import trust_as_template
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
+    evaluate,
+    failure_lines,
+    merge_thresholds,
+    plot_series,
+)
+from ansible_collections.gpucluster.fabric.plugins.module_utils.report_plot import (
+    MATPLOTLIB_MISSING,
+    draw_plot,
+    have_matplotlib,
+)
+
+TEMPLATES = (("junit.xml.j2", "junit.xml"), ("summary.md.j2", "summary.md"))
+# What the template module renders with (its defaults): blocks trimmed, lines not stripped, Unix newlines.
+TEMPLATE_OVERRIDES = {"trim_blocks": True, "lstrip_blocks": False, "newline_sequence": "\n"}
+
+
+def host_failures(checks, hosts):
+    """{host: [failure line]} for each host: its own failed checks and the fleet's."""
+    return {host: failure_lines([c for c in checks if c["host"] in (host, "fleet")]) for host in hosts}
+
+
+def build_report(args):
+    """The report document (what report.json holds) and the per-host failure lines, from the action's arguments."""
+    hosts = args.get("hosts") or {}
+    thresholds = merge_thresholds(args.get("thresholds"), args.get("threshold_overrides"))
+    result = evaluate(
+        hosts,
+        {
+            "tiers": args.get("tiers") or [],
+            "thresholds": thresholds,
+            "references": args.get("busbw_references") or [],
+            "expected": args.get("expected") or {},
+            "rdma_device": args.get("rdma_device") or "",
+            "unreached": args.get("unreached") or [],
+        },
+    )
+    report = {
+        "run_id": args["run_id"],
+        "tiers": args.get("tiers") or [],
+        "thresholds": thresholds,
+        "busbw_references": args.get("busbw_references") or [],
+        "summary": result["summary"],
+        "checks": result["checks"],
+        "hosts": hosts,
+    }
+    return report, host_failures(result["checks"], hosts)
+
+
+def _write(path, text):
+    """Write atomically with mode 0644; False when the file already holds exactly this text."""
+    data = text.encode("utf-8")
+    try:
+        with open(path, "rb") as handle:
+            if handle.read() == data:
+                return False
+    except OSError:
+        pass
+    handle, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".fabric_validate-")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return True
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(
+        {
+            "run_id",
+            "report_dir",
+            "templates",
+            "tiers",
+            "thresholds",
+            "threshold_overrides",
+            "busbw_references",
+            "expected",
+            "rdma_device",
+            "hosts",
+            "unreached",
+        }
+    )
+
+    def _render(self, template_dir, name, report, task_vars):
+        source = os.path.join(template_dir, name)
+        managed = task_vars.get("ansible_managed")
+        if managed is None:
+            managed = C.config.get_config_value("DEFAULT_MANAGED_STR").format(host="", uid="", file=name)
+        templar = self._templar.copy_with_new_env(
+            searchpath=[template_dir], available_variables={"report": report, "ansible_managed": managed}
+        )
+        text = trust_as_template(self._loader.get_text_file_contents(source))
+        return templar.template(text, escape_backslashes=False, overrides=TEMPLATE_OVERRIDES) or ""
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        for required in ("run_id", "report_dir", "templates"):
+            if not args.get(required):
+                raise AnsibleActionFail(f"fabric_validate_report: {required} is required")
+        report, failures = build_report(args)
+        run_dir = os.path.join(str(args["report_dir"]), str(report["run_id"]))
+        contents = {"report.json": to_nice_json(report, indent=2) + "\n"}
+        for template, name in TEMPLATES:
+            contents[name] = self._render(str(args["templates"]), template, report, task_vars)
+        files = [os.path.join(run_dir, name) for name in (*contents, "plot.png")]
+        # The report is this run's output, not state on the hosts: writing it is never a change (a re-run measures
+        # again and writes new numbers, yet an idempotence or drift check must see 0 changed). Check mode writes
+        # nothing, as file, copy and template would not.
+        result.update(
+            changed=False,
+            run_id=report["run_id"],
+            run_dir=run_dir,
+            files=files,
+            summary=report["summary"],
+            checks=report["checks"],
+            failures=failures,
+        )
+        if self._task.check_mode:
+            return result
+        os.makedirs(run_dir, exist_ok=True)
+        os.chmod(run_dir, 0o755)
+        for name, text in contents.items():
+            _write(os.path.join(run_dir, name), text)
+        if not have_matplotlib():
+            result.update(failed=True, msg=MATPLOTLIB_MISSING)
+            return result
+        draw_plot(plot_series(report["hosts"]), f"Fabric validation {report['run_id']}", files[-1])
+        return result

@@ -1,0 +1,111 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+# The documentation of action plugin fabric_validate_report (plugins/action/fabric_validate_report.py), which runs
+# on the controller only; this file is where ansible-doc looks for it.
+DOCUMENTATION = r"""
+module: fabric_validate_report
+short_description: Judge the fabric validation results and write the report on the controller
+description:
+  - Evaluates every host's collected data against the thresholds (the checks of the selected tiers, fleet outliers,
+    hosts of the play that were not reached) and writes one directory per run, C(<report_dir>/<run_id>), holding
+    C(report.json), C(junit.xml), C(summary.md) (from the C(junit.xml.j2) and C(summary.md.j2) templates in
+    O(templates), rendered by Ansible's templar with the variable C(report), the content of C(report.json)) and
+    C(plot.png).
+  - Meant for role fabric_validate with C(run_once). Runs on the controller only and reports no change (the report is
+    the run's output, not state on the hosts). In check mode nothing is written.
+version_added: 0.1.0
+author: gpucluster.fabric maintainers (@gpucluster)
+requirements:
+  - matplotlib (on the controller, for the plot)
+options:
+  run_id:
+    description: Name of the run's directory.
+    type: str
+    required: true
+  report_dir:
+    description: Directory on the controller below which the run's directory is written.
+    type: path
+    required: true
+  templates:
+    description: Directory holding C(junit.xml.j2) and C(summary.md.j2).
+    type: path
+    required: true
+  tiers:
+    description: Tiers to judge (health, rdma, nccl, outliers).
+    type: list
+    elements: str
+    default: []
+  thresholds:
+    description: Threshold table, C({name - {value, unit, source}}).
+    type: dict
+    default: {}
+  threshold_overrides:
+    description: Site values for thresholds (plain numbers); marked C(site override) in the report.
+    type: dict
+    default: {}
+  busbw_references:
+    description: all_reduce_perf bus bandwidth references by GPU model.
+    type: list
+    elements: dict
+    default: []
+  expected:
+    description: Health expectations, C({rate_gbps, active_mtu}).
+    type: dict
+    default: {}
+  rdma_device:
+    description: RDMA device perftest used (empty - the first ACTIVE port's device).
+    type: str
+    default: ""
+  hosts:
+    description: Each host's collected data, C({host - data}).
+    type: dict
+    required: true
+  unreached:
+    description: Hosts of the play that were not validated; each gets a failed C(host.reached) check.
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Judge every host and write the report
+  gpucluster.fabric.fabric_validate_report:
+    run_id: "{{ fabric_validate_run_id }}"
+    report_dir: "{{ fabric_validate_report_dir }}"
+    templates: "{{ role_path }}/../../templates/fabric_validate"
+    tiers: "{{ fabric_validate_tiers }}"
+    thresholds: "{{ fabric_validate_thresholds }}"
+    hosts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'collected'))) }}"
+  run_once: true
+  register: report
+"""
+
+RETURN = r"""
+run_id:
+  description: The run's name.
+  type: str
+  returned: always
+run_dir:
+  description: The run's directory.
+  type: str
+  returned: always
+files:
+  description: The files of the report (written unless in check mode).
+  type: list
+  elements: str
+  returned: always
+summary:
+  description: Number of passed, failed, skipped and all checks.
+  type: dict
+  returned: always
+  sample: {passed: 12, failed: 1, skipped: 3, total: 16}
+checks:
+  description: Every check - host, tier, check, status, measured, threshold, unit, message.
+  type: list
+  elements: dict
+  returned: always
+failures:
+  description: For each host, one line per failed check of its own or of the fleet.
+  type: dict
+  returned: always
+"""

@@ -1,0 +1,259 @@
+"""Role fabric_validate and its report action in real ansible-playbook runs on localhost (connection local).
+
+Three hosts read captured trees: two Soft-RoCE hosts with pre-measured perftest and nccl-tests output (the first with
+an nvidia-smi that replays an H200 capture and an nccl.conf with a debug-only variable), and a bare host.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _playbook import ansible_playbook, needs_playbook  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[4]
+FIXTURES = REPO / "tests" / "fixtures"
+
+pytestmark = needs_playbook
+
+PLAY = """
+- name: Validate
+  hosts: all
+  gather_facts: false
+  environment:
+    PATH: "{{ fv_path }}"
+  vars:
+    fv_peer: "{{ groups['rdma_hosts'] | difference([inventory_hostname]) | first }}"
+    fv_measurements:
+      rdma:
+        - {test: ib_write_bw, peer: "{{ fv_peer }}", output: "{{ lookup('file', fv_captures ~ '/' ~ fv_bw) }}"}
+        - {test: ib_write_lat, peer: "{{ fv_peer }}", output: "{{ lookup('file', fv_captures ~ '/' ~ fv_lat) }}"}
+      nccl_output: "{{ lookup('file', fv_nccl) }}"
+    fabric_validate_tiers: [health, rdma, nccl, outliers]
+    fabric_validate_sysfs_root: "{{ fv_root }}"
+    fabric_validate_port_settle_seconds: 0
+    fabric_validate_required_modules: [rdma_rxe]
+    fabric_validate_expected_rate_gbps: 2.5
+    fabric_validate_threshold_overrides: {ib_write_bw_fraction_of_rate: 0.05, ib_write_lat_max_usec: 1000}
+    fabric_validate_run_id: fixed
+    fabric_validate_measurements: "{{ fv_measurements if inventory_hostname in groups['rdma_hosts'] else {} }}"
+    fabric_interfaces: "{{ [{'name': 'eth1', 'kind': 'roce', 'mtu': 4200}] if inventory_hostname != 'bare' else [] }}"
+  roles:
+    - role: gpucluster.fabric.fabric_validate
+"""
+
+
+def _inventory(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    capture = FIXTURES / "h200-1gpu"
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(
+        f'#!/bin/sh\ncase "$*" in "topo -m") exec cat {capture}/nvidia-smi-topo-m.txt ;;\n'
+        f"  *) exec cat {capture}/query-gpu.csv ;; esac\n"
+    )
+    smi.chmod(0o755)
+    (tmp_path / "nccl.conf").write_text("NCCL_IB_HCA==rxe0\nNCCL_ALGO=Ring\n")
+    (tmp_path / "empty").mkdir()
+    system_path = "/usr/bin:/bin"
+    hosts = {
+        "vm1": {
+            "fv_root": str(FIXTURES / "sysfs-softroce-vm1"),
+            "fv_path": f"{bin_dir}:{system_path}",
+            "fv_bw": "ib_write_bw_x1_client_vm1.txt",
+            "fv_lat": "ib_write_lat_x1_client_vm1.txt",
+            "fabric_validate_nccl_conf_path": str(tmp_path / "nccl.conf"),
+        },
+        "vm2": {
+            "fv_root": str(FIXTURES / "sysfs-softroce-vm2"),
+            "fv_path": system_path,
+            "fv_bw": "ib_write_bw_R_client_vm1.txt",
+            "fv_lat": "ib_write_lat_R_client_vm1.txt",
+            "fabric_validate_nccl_conf_path": str(tmp_path / "absent.conf"),
+        },
+        "bare": {
+            "fv_root": str(tmp_path / "empty"),
+            "fv_path": system_path,
+            "fabric_validate_nccl_conf_path": str(tmp_path / "absent.conf"),
+        },
+    }
+    inventory = {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "fv_captures": str(FIXTURES / "softroce-qemu"),
+                "fv_nccl": str(FIXTURES / "nccl-tests-h200-1gpu" / "all_reduce_perf-h200-1gpu.txt"),
+                "fabric_validate_report_dir": str(tmp_path / "reports"),
+            },
+            "children": {
+                "rdma_hosts": {"hosts": {name: hosts[name] for name in ("vm1", "vm2")}},
+                "bare_hosts": {"hosts": {"bare": hosts["bare"]}},
+            },
+        }
+    }
+    path = tmp_path / "hosts.json"
+    path.write_text(json.dumps(inventory))
+    return path
+
+
+def _run(tmp_path, *args):
+    inventory = tmp_path / "hosts.json"
+    if not inventory.exists():
+        _inventory(tmp_path)
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAY)
+    return ansible_playbook(tmp_path, inventory, playbook, *args)
+
+
+def _tasks(run):
+    return [line.split(" : ", 1)[1].split("]")[0] for line in run.stdout.splitlines() if line.startswith("TASK [")]
+
+
+def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
+    run = _run(tmp_path)
+    out = run.stdout + run.stderr
+    assert run.returncode == 2, out
+    run_dir = tmp_path / "reports" / "fixed"
+    report = json.loads((run_dir / "report.json").read_text())
+    assert sorted(report) == ["busbw_references", "checks", "hosts", "run_id", "summary", "thresholds", "tiers"]
+    assert report["run_id"] == "fixed"
+    assert report["thresholds"]["ib_write_bw_fraction_of_rate"] == {
+        "value": 0.05,
+        "unit": "fraction of the port rate (Gb/s)",
+        "source": "site override",
+    }
+    by_check = {(c["host"], c["check"]): c for c in report["checks"]}
+    assert by_check[("vm1", "ib_write_bw[vm2]")]["measured"] == 0.14
+    assert by_check[("vm1", "nccl.conf")]["status"] == "failed"
+    assert by_check[("bare", "rdma.device")]["message"] == "skipped: no RDMA device"
+    assert by_check[("vm1", "interface.mtu[eth1]")]["measured"] == 4200
+    assert report["hosts"]["vm1"]["gpu"]["gpus"][0]["name"] == "NVIDIA H200"
+    assert report["hosts"]["vm1"]["nccl_conf"]["content"] == "NCCL_IB_HCA==rxe0\nNCCL_ALGO=Ring\n"
+    assert report["hosts"]["vm2"]["nccl_conf"]["content"] is None
+    assert report["summary"]["failed"] >= 1
+    assert (run_dir / "report.json").read_text().endswith("}\n")
+    junit = (run_dir / "junit.xml").read_text()
+    assert f'<testsuites name="fabric_validate fixed" tests="{len(report["checks"])}"' in junit
+    assert '<skipped message="skipped: no RDMA device"/>' in junit
+    assert "Ansible managed" in junit
+    summary = (run_dir / "summary.md").read_text()
+    assert "# Fabric validation fixed" in summary
+    assert "| ib_write_bw_fraction_of_rate | 0.05 | fraction of the port rate (Gb/s) | site override |" in summary
+    assert (run_dir / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Only vm1 fails, with one line per failed check naming host, check, measured value and threshold.
+    assert "fatal: [vm1]: FAILED!" in out
+    assert "vm1: health/nccl.conf measured ['NCCL_ALGO'], threshold []" in out
+    assert "fatal: [vm2]" not in out and "fatal: [bare]" not in out, [
+        c for c in report["checks"] if c["status"] == "failed"
+    ]
+    assert f"fabric_validate fixed: {report['summary']['passed']} passed" in out
+    # A run that finds the same results leaves the files as they were and changes nothing.
+    before = {p.name: p.stat().st_mtime_ns for p in run_dir.iterdir()}
+    again = _run(tmp_path)
+    assert {p.name: p.stat().st_mtime_ns for p in run_dir.iterdir()} == before
+    assert "changed=1" not in again.stdout
+
+
+def test_health_tier_takes_ten_task_slots(tmp_path):
+    run = _run(tmp_path, "-e", '{"fabric_validate_tiers": ["health"], "fabric_validate_fail_on_failure": false}')
+    assert run.returncode == 0, run.stdout + run.stderr
+    tasks = _tasks(run)
+    assert len(tasks) == 10, tasks
+    assert json.loads((tmp_path / "reports" / "fixed" / "report.json").read_text())["hosts"]["vm1"]["rdma"] == []
+
+
+def test_check_mode_reports_and_writes_nothing(tmp_path):
+    run = _run(tmp_path, "--check")
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "check mode: fabric_validate read the hosts as they are now" in out
+    assert "failed check(s) are reported, not enforced." in out
+    assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("step", ["preflight", "collect", "rdma", "nccl", "report"])
+def test_each_step_runs_alone_in_check_mode(tmp_path, step):
+    run = _run(tmp_path, "--check", "--tags", f"fabric_validate_{step}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    tasks = _tasks(run)
+    assert "Fail on bad input before running anything" in tasks
+    expected = {
+        "preflight": "Fail on bad input before running anything",
+        "collect": "Record what was read",
+        "rdma": "Record the client's and the server's results",
+        "nccl": "Record the benchmark's output, or why none ran",
+        "report": "Say that a check-mode validation judges the current state",
+    }[step]
+    assert expected in tasks, tasks
+
+
+def test_bad_input_fails_in_preflight_with_every_message(tmp_path):
+    run = _run(
+        tmp_path,
+        "-e",
+        '{"fabric_validate_tiers": ["speed"], "fabric_validate_measurements": {"rdma": [{"test": "ib_read_bw"}]}}',
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode == 2, out
+    assert "fabric_validate_tiers contains unknown tier 'speed'" in out
+    assert "fabric_validate_measurements must be {rdma: [{test: ib_write_bw|ib_write_lat, peer, output}]" in out
+    assert "Read RDMA devices and ports" not in out
+
+
+def test_build_report_judges_and_lists_each_hosts_failures():
+    from ansible_collections.gpucluster.fabric.plugins.action.fabric_validate_report import build_report
+
+    args = {
+        "run_id": "r1",
+        "tiers": ["health"],
+        "thresholds": {"ib_write_lat_max_usec": {"value": 2.5, "unit": "us", "source": "perftest"}},
+        "threshold_overrides": {"ib_write_lat_max_usec": 3},
+        "expected": {"rate_gbps": 0, "active_mtu": 4096},
+        "hosts": {"n1": {"interfaces": [{"name": "eth1", "expected_mtu": 4200, "mtu": 1500}]}, "n2": {}},
+        "unreached": ["n3"],
+    }
+    report, failures = build_report(args)
+    assert report["run_id"] == "r1"
+    assert report["thresholds"] == {"ib_write_lat_max_usec": {"value": 3, "unit": "us", "source": "site override"}}
+    assert report["hosts"] is args["hosts"]
+    assert report["summary"]["total"] == len(report["checks"])
+    assert ("n3", "host.reached", "failed") in [(c["host"], c["check"], c["status"]) for c in report["checks"]]
+    assert sorted(failures) == ["n1", "n2"]
+    assert failures["n1"] == [
+        "n1: health/interface.mtu[eth1] measured 1500 B, threshold 4200 B - interface eth1 MTU 1500, expected 4200"
+    ]
+    assert failures["n2"] == []
+
+
+def test_fleet_failures_go_to_every_host():
+    from ansible_collections.gpucluster.fabric.plugins.action.fabric_validate_report import host_failures
+
+    checks = [
+        {
+            "host": "fleet",
+            "tier": "outliers",
+            "check": "x",
+            "status": "failed",
+            "measured": 1,
+            "threshold": 2,
+            "unit": None,
+            "message": "m",
+        },
+        {
+            "host": "n1",
+            "tier": "health",
+            "check": "y",
+            "status": "passed",
+            "measured": 1,
+            "threshold": 1,
+            "unit": None,
+            "message": "ok",
+        },
+    ]
+    assert host_failures(checks, ["n1", "n2"]) == {
+        "n1": ["fleet: outliers/x measured 1, threshold 2 - m"],
+        "n2": ["fleet: outliers/x measured 1, threshold 2 - m"],
+    }
