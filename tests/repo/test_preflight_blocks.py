@@ -10,7 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_one_rescued_block_per_site_role_in_order():
     plays = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
-    (checks,) = [task for play in plays for task in play.get("tasks", []) if task["name"] == "Run each role's input checks"]
+    (checks,) = [
+        task for play in plays for task in play.get("tasks", []) if task["name"] == "Run each role's input checks"
+    ]
     roles = []
     for block in checks["block"]:
         (imported,) = block["block"]
