@@ -12,7 +12,7 @@ import yaml
 
 IB, ROCE = "ib0", "ens1f0"
 SHARED = Path(__file__).resolve().parents[1]
-ROLE_MAIN = SHARED.parents[1] / "roles" / "fabric_interfaces" / "tasks" / "main.yml"
+ROLE_MAIN = SHARED.parents[2] / "roles" / "fabric_interfaces" / "tasks" / "main.yml"
 # Every step's tag, as tasks/main.yml imports them.
 STEPS = sorted({tag for task in yaml.safe_load(ROLE_MAIN.read_text()) for tag in task.get("tags", [])})
 
@@ -138,9 +138,9 @@ def test_each_step_runs_alone_in_check_mode(tag):
     and the fact carry every step's tag; converge.yml asserts the fact) and predicts no change."""
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     command = [shutil.which("ansible-playbook"), "-i", str(inventory), str(SHARED / "converge.yml")]
-    proc = subprocess.run(
-        [*command, "--tags", tag, "--check"], capture_output=True, text=True, env=os.environ, check=False
-    )
+    # Molecule's environment forces colour, which would hide the recap from the pattern below.
+    env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run([*command, "--tags", tag, "--check"], capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     recap = re.findall(r"^\S+\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=0", proc.stdout, re.MULTILINE)
     assert recap and all(changed == "0" for _ok, changed in recap), proc.stdout[-4000:]
