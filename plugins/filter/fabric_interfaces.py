@@ -9,7 +9,11 @@ short_description: Inventory errors of a fabric_interfaces list
 version_added: 0.1.0
 description:
   - Returns one message per problem, each naming the host, the entry, the value and the fix. An empty list is valid.
-  - Also provides C(fabric_interfaces_normalise) (defaults filled in), C(roce_active_mtu), C(ipoib_max_mtu) and
+  - Also provides C(fabric_interfaces_preflight_errors) (every check of role fabric_interfaces' preflight, these
+    and the link type against the kind, OS family, peer group and network backend, with one mapping argument whose
+    keys are the options below plus C(check_link_type) and C(host_checks)), C(fabric_interfaces_normalise)
+    (defaults filled in), C(fabric_interfaces_sysctls) (the multi-rail and neighbour-table sysctls, from positional
+    peers, multirail, multirail_sysctls and neigh_tuning), C(roce_active_mtu), C(ipoib_max_mtu) and
     C(neigh_gc_thresholds).
 positional: host, links, enhanced_ipoib, partitions, roce_min_rdma_mtu, default_partition
 options:
@@ -87,6 +91,14 @@ def fabric_interfaces_errors(
     )
 
 
+def fabric_interfaces_preflight_errors(interfaces, checks=None):
+    """Every preflight error of role fabric_interfaces; ``checks`` holds the keyword arguments (host, links,
+    enhanced_ipoib, partitions, roce_min_rdma_mtu, default_partition, check_link_type, host_checks)."""
+    checks = dict(checks or {})
+    checks["roce_min_rdma_mtu"] = int(checks.get("roce_min_rdma_mtu", 4096) or 0) or None
+    return fabric_mtu.role_errors(interfaces, **checks)
+
+
 def fabric_interfaces_normalise(interfaces):
     return [fabric_model.normalise_interface(iface) for iface in interfaces or []]
 
@@ -106,6 +118,8 @@ class FilterModule:
     def filters(self):
         return {
             "fabric_interfaces_errors": fabric_interfaces_errors,
+            "fabric_interfaces_preflight_errors": _wrap(fabric_interfaces_preflight_errors),
+            "fabric_interfaces_sysctls": _wrap(fabric_mtu.fabric_sysctls),
             "fabric_interfaces_normalise": fabric_interfaces_normalise,
             "roce_active_mtu": _wrap(fabric_model.roce_active_mtu),
             "ipoib_max_mtu": _wrap(fabric_model.ipoib_max_mtu),

@@ -1,14 +1,18 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Read what the kernel says about a network interface, from sysfs, for the fabric_link modules.
+"""Read what the kernel says about a network interface, from sysfs, for the fabric_link modules; and which network
+backend persists the host's interfaces.
 
-Pure functions over a sysfs root (``/sys`` on a host, a directory tree in unit tests).
+Pure functions over a sysfs root (``/sys`` on a host, a directory tree in unit tests) and a file-system root.
 """
 
+import fnmatch
 import os
 
 ARPHRD_ETHER = 1
 ARPHRD_INFINIBAND = 32
+# include/uapi/linux/if_arp.h: what /sys/class/net/<if>/type holds, named as `ip link` shows it (link/ether ...).
+LINK_TYPE_NAMES = {ARPHRD_ETHER: "Ethernet", ARPHRD_INFINIBAND: "InfiniBand"}
 IFF_UP = 0x1
 # Drivers whose IPoIB netdevs are "enhanced IPoIB" (ConnectX-4 and newer): datagram mode only.
 ENHANCED_IPOIB_DRIVERS = ("mlx5_core",)
@@ -82,3 +86,83 @@ def parse_ip_addr(output):
                 if position + 1 < len(fields):
                     addresses.append(fields[position + 1])
     return addresses
+
+
+def link_type_name(link_type):
+    """'Ethernet' (1), 'InfiniBand' (32), else 'type N' for the ARPHRD_* number ``link_type``."""
+    return LINK_TYPE_NAMES.get(link_type, f"type {link_type}")
+
+
+# --- sysctls ----------------------------------------------------------------------------------------------------------
+
+
+def present_sysctls(keys, root="/"):
+    """The sysctl ``keys`` (dotted, ``net.ipv4.conf.all.rp_filter``) this kernel exposes under ``root``/proc/sys.
+
+    A container's network namespace lacks some (net.*.neigh.default.gc_thresh* belong to the initial namespace).
+    """
+    base = os.path.join(root, "proc", "sys")
+    return [key for key in keys if os.path.isfile(os.path.join(base, *key.split(".")))]
+
+
+# --- network backend --------------------------------------------------------------------------------------------------
+
+# netplan reads YAML files from /etc/netplan (netplan(5)); the role counts *.yml too, as it always has.
+NETPLAN_BINARY = "usr/sbin/netplan"
+NETPLAN_DIR = "etc/netplan"
+NETPLAN_PATTERNS = ("*.yaml", "*.yml")
+IFUPDOWN_FILES = ("sbin/ifup", "etc/network/interfaces")
+# The daemons whose running state decides the backend, in order of precedence, and the backend each stands for.
+BACKEND_UNITS = (("NetworkManager.service", "NetworkManager"), ("systemd-networkd.service", "systemd-networkd"))
+# `systemctl is-active` states of a unit that is up (reloading: up, re-reading its configuration).
+ACTIVE_STATES = ("active", "reloading")
+
+
+def netplan_configured(root="/"):
+    """Whether netplan is installed and /etc/netplan holds a configuration file (hidden files aside)."""
+    if not os.path.exists(os.path.join(root, NETPLAN_BINARY)):
+        return False
+    try:
+        names = os.listdir(os.path.join(root, NETPLAN_DIR))
+    except OSError:
+        return False
+    return any(
+        not name.startswith(".")
+        and any(fnmatch.fnmatch(name, pattern) for pattern in NETPLAN_PATTERNS)
+        and os.path.isfile(os.path.join(root, NETPLAN_DIR, name))
+        for name in names
+    )
+
+
+def ifupdown_installed(root="/"):
+    return all(os.path.exists(os.path.join(root, path)) for path in IFUPDOWN_FILES)
+
+
+def parse_is_active(units, output):
+    """Unit -> True/False from ``systemctl is-active <units...>`` output (one state a line, in order).
+
+    Output that does not have one line per unit (systemctl refused: "System has not been booted with systemd")
+    means none is known to run.
+    """
+    states = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    if len(states) != len(units):
+        return dict.fromkeys(units, False)
+    return {unit: state in ACTIVE_STATES for unit, state in zip(units, states)}
+
+
+def detect_backend(root="/", unit_active=None):
+    """The backend that persists this host's interfaces, or None when there is none.
+
+    netplan when it has a configuration, else a running NetworkManager, else a running systemd-networkd, else
+    ifupdown when installed. ``unit_active``: a callable taking the unit names and returning unit -> bool (systemd's
+    view); it is called only when netplan does not decide.
+    """
+    if netplan_configured(root):
+        return "netplan"
+    active = unit_active([unit for unit, _backend in BACKEND_UNITS]) if unit_active else {}
+    for unit, backend in BACKEND_UNITS:
+        if active.get(unit):
+            return backend
+    if ifupdown_installed(root):
+        return "ifupdown"
+    return None

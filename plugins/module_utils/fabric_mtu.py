@@ -1,6 +1,7 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Inventory validation of ``fabric_interfaces`` entries (IPoIB and RoCE), and neighbour-table sizing.
+"""Inventory validation of ``fabric_interfaces`` entries (IPoIB and RoCE) and of role fabric_interfaces' host-level
+inputs, and the sysctls the role sets (multi-rail, neighbour-table sizing).
 
 Pure functions only (no Ansible imports), importable on Python 3.8 targets and unit-tested with pytest. What a value
 means (P_Keys, MTU defaults and arithmetic, the IPoIB/partition MTU rule) is defined in ``fabric_model``; this file
@@ -10,6 +11,11 @@ only judges an inventory against it and words the messages.
 import ipaddress
 import re
 
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_link import (
+    ARPHRD_ETHER,
+    ARPHRD_INFINIBAND,
+    link_type_name,
+)
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import (
     DEFAULT_PKEY,
     INTERFACE_KEYS,
@@ -40,6 +46,13 @@ _RDMA_DEVNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
 
 # Kernel defaults of net.ipv{4,6}.neigh.default.gc_thresh{1,2,3}.
 NEIGH_GC_DEFAULTS = (128, 512, 1024)
+
+# The link type (ARPHRD_*) the kernel gives each kind's netdev, and how to fix an entry on the other kind of link.
+KIND_LINK_TYPES = {"ipoib": ARPHRD_INFINIBAND, "roce": ARPHRD_ETHER}
+_KIND_FIX = {
+    "ipoib": "write kind: roce for an Ethernet port, or name the port's IPoIB netdev (ip -br link: link/infiniband)",
+    "roce": "write kind: ipoib for an InfiniBand port, or name the RoCE port's netdev (ip -br link: link/ether)",
+}
 
 
 def partition_for_interface(iface, partitions, default_partition=None):
@@ -259,12 +272,35 @@ def _check_address(report, address):
         report.add("address", address, f"is the network or broadcast address of {net}", "use a host address inside it")
 
 
-def list_errors(interfaces, host="localhost", var="fabric_interfaces", links=None, enhanced_ipoib=None, **kwargs):
+def _link_type_error(host, var, index, iface, link):
+    """The error of an entry whose kind is not what the kernel reports for its link (ipoib on Ethernet), or None."""
+    kind = iface.get("kind")
+    actual = link.get("type")
+    wanted = KIND_LINK_TYPES.get(kind)
+    if wanted is None or actual is None or actual == wanted:
+        return None
+    name = iface.get("name")
+    return (
+        f"{host}: {var}[{index}] ({name}).kind={kind} does not match the link: the kernel reports {name} as"
+        f" {link_type_name(actual)}, kind {kind} needs an {link_type_name(wanted)} link; {_KIND_FIX[kind]}"
+    )
+
+
+def list_errors(
+    interfaces,
+    host="localhost",
+    var="fabric_interfaces",
+    links=None,
+    enhanced_ipoib=None,
+    check_link_type=True,
+    **kwargs,
+):
     """All inventory errors of the ``fabric_interfaces`` list: per entry, missing interfaces, then duplicates.
 
-    ``links``: what ``fabric_link_info`` reported, name -> {exists, enhanced_ipoib, ...}; an entry whose interface
-    does not exist there is an error, and its ``enhanced_ipoib`` is used unless ``enhanced_ipoib`` (name -> bool,
-    the inventory's override) says otherwise.
+    ``links``: what ``fabric_link_info`` reported, name -> {exists, type, enhanced_ipoib, ...}; an entry whose
+    interface does not exist there is an error, so is (with ``check_link_type``) one whose kind does not match the
+    link type (ipoib on Ethernet, roce on InfiniBand); its ``enhanced_ipoib`` is used unless ``enhanced_ipoib``
+    (name -> bool, the inventory's override) says otherwise.
     """
     if interfaces is None:
         return []
@@ -288,6 +324,10 @@ def list_errors(interfaces, host="localhost", var="fabric_interfaces", links=Non
                 f"{host}: {var}[{index}] ({name}) does not exist on this host; check the kernel's name for it"
                 " (ip -br link), load its driver first, or remove the entry"
             )
+        elif link is not None and check_link_type:
+            mismatch = _link_type_error(host, var, index, iface, link)
+            if mismatch:
+                errors.append(mismatch)
     seen = {}
     for field in ("name", "address", "softroce"):
         seen.clear()
@@ -320,3 +360,66 @@ def neigh_gc_thresholds(peers, rails, minimum=NEIGH_GC_DEFAULTS):
         "gc_thresh2": max(minimum[1], 2 * entries),
         "gc_thresh3": max(minimum[2], 4 * entries),
     }
+
+
+def host_errors(
+    host="localhost",
+    os_family=None,
+    distribution=None,
+    supported_families=("Debian",),
+    peer_group=None,
+    inventory_groups=None,
+    interfaces=None,
+    backend=None,
+):
+    """Role fabric_interfaces' host-level errors: OS family, peer group, no network backend found.
+
+    ``peer_group``: ``fabric_interfaces_peer_group`` when neighbour tuning is on (None: not checked), looked up in
+    ``inventory_groups`` (the inventory's group names). ``backend``: the backend in use ('' or None when
+    ``fabric_interfaces_backend=auto`` found none), an error only when ``interfaces`` lists something to persist.
+    """
+    errors = []
+    if os_family not in (supported_families or ()):
+        errors.append(
+            f"{host}: fabric_interfaces supports Debian and Ubuntu hosts; this host is {_show(distribution)}"
+            f" ({_show(os_family)}). Leave it out of the play's hosts, or set fabric_interfaces: [] for it."
+        )
+    if peer_group is not None and peer_group not in (inventory_groups or ()):
+        errors.append(
+            f"{host}: fabric_interfaces_peer_group={peer_group} is not an inventory group; name the group of hosts"
+            " this host exchanges fabric traffic with (default: all)."
+        )
+    if not backend and isinstance(interfaces, list) and interfaces:
+        errors.append(
+            f"{host}: fabric_interfaces_backend=auto found no netplan, NetworkManager, systemd-networkd or ifupdown on"
+            " this host, so the configuration would not survive a reboot; install one, name it in"
+            " fabric_interfaces_backend, or set fabric_interfaces_backend: none to apply at run time only."
+        )
+    return errors
+
+
+def role_errors(interfaces, host="localhost", links=None, check_link_type=True, host_checks=None, **kwargs):
+    """Every preflight error of role fabric_interfaces, at once: host-level ones (``host_errors`` with
+    ``host_checks``), then the ``fabric_interfaces`` list's (``list_errors`` with ``links`` and ``kwargs``)."""
+    errors = host_errors(host=host, interfaces=interfaces, **(host_checks or {}))
+    return errors + list_errors(interfaces, host=host, links=links, check_link_type=check_link_type, **kwargs)
+
+
+def fabric_sysctls(interfaces, peers, multirail="auto", multirail_sysctls=None, neigh_tuning=True):
+    """The sysctls role fabric_interfaces persists: name -> value, multi-rail ones first, then the neighbour tables.
+
+    ``interfaces``: the ``fabric_interfaces`` list (its length is the rail count; anything but a list counts 0).
+    ``multirail``: ``enabled``, ``disabled`` or ``auto`` (two rails or more) applies ``multirail_sysctls``.
+    ``neigh_tuning``: net.ipv4/ipv6.neigh.default.gc_thresh1/2/3 from ``peers`` x rails (``neigh_gc_thresholds``),
+    for a host with at least one rail.
+    """
+    rails = len(interfaces) if isinstance(interfaces, list) else 0
+    result = {}
+    if multirail == "enabled" or (multirail == "auto" and rails > 1):
+        result.update(multirail_sysctls if isinstance(multirail_sysctls, dict) else {})
+    if neigh_tuning and rails > 0:
+        thresholds = neigh_gc_thresholds(peers, rails)
+        for family in ("ipv4", "ipv6"):
+            for key, value in thresholds.items():
+                result[f"net.{family}.neigh.default.{key}"] = value
+    return result

@@ -10,8 +10,15 @@ short_description: Report what the kernel says about fabric network interfaces
 version_added: 0.1.0
 description:
   - Reads C(/sys/class/net/<name>) for each interface, without changing anything.
-  - Reports whether the interface exists, its MTU, IPoIB mode, driver, and whether it is an enhanced IPoIB
-    device (ConnectX-4 or newer, driven by mlx5), which supports datagram mode only.
+  - Reports whether the interface exists, its MTU, link type (C(type), the kernel's ARPHRD number, 1 for
+    Ethernet and 32 for InfiniBand), IPoIB mode, driver, and whether it is an enhanced IPoIB device (ConnectX-4 or
+    newer, driven by mlx5), which supports datagram mode only.
+  - With O(detect_backend=true), also the network backend that persists the host's interfaces, in this order.
+    netplan when C(/usr/sbin/netplan) exists and C(/etc/netplan) holds a C(*.yaml) or C(*.yml) file; else
+    NetworkManager when C(systemctl is-active) says it runs; else systemd-networkd when it runs; else ifupdown when
+    C(/sbin/ifup) and C(/etc/network/interfaces) exist. systemd is asked (once) only when netplan does not decide.
+  - With O(sysctls), also which of those sysctls this kernel exposes here (a container's network namespace lacks
+    some, such as C(net.ipv4.neigh.default.gc_thresh1)).
 options:
   names:
     description: Interface names to look at.
@@ -22,6 +29,19 @@ options:
     description: Where sysfs is mounted (tests point it at a directory tree).
     type: path
     default: /sys
+  detect_backend:
+    description: Also report the network backend (RV(backend)).
+    type: bool
+    default: false
+  sysctls:
+    description: Sysctl names (dotted, C(net.ipv4.conf.all.rp_filter)) to look for under C(/proc/sys).
+    type: list
+    elements: str
+    default: []
+  root:
+    description: Root of the file system the backend files and C(/proc/sys) are read from (tests point it at a tree).
+    type: path
+    default: /
 author: gpucluster.fabric maintainers (@gpucluster)
 """
 
@@ -30,6 +50,13 @@ EXAMPLES = r"""
   gpucluster.fabric.fabric_link_info:
     names: [ib0, ens1f0]
   register: __links
+
+- name: Read the links, the network backend and the neighbour-table sysctls present
+  gpucluster.fabric.fabric_link_info:
+    names: [ib0]
+    detect_backend: true
+    sysctls: [net.ipv4.neigh.default.gc_thresh3]
+  register: __host
 """
 
 RETURN = r"""
@@ -49,22 +76,69 @@ links:
       mode: datagram
       driver: mlx5_core
       enhanced_ipoib: true
+backend:
+  description:
+    - The network backend (netplan, NetworkManager, systemd-networkd or ifupdown); null when none was found.
+  returned: when O(detect_backend=true)
+  type: str
+  sample: ifupdown
+sysctls_present:
+  description: The requested O(sysctls) this kernel exposes here, in the order asked.
+  returned: always
+  type: list
+  elements: str
+  sample: [net.ipv4.conf.all.rp_filter]
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_link import read_link  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_link import (  # noqa: E402
+    detect_backend,
+    parse_is_active,
+    present_sysctls,
+    read_link,
+)
 
 
-def main():
-    module = AnsibleModule(
+def build_module():
+    return AnsibleModule(
         argument_spec={
             "names": {"type": "list", "elements": "str", "required": True},
             "sysfs_root": {"type": "path", "default": "/sys"},
+            "detect_backend": {"type": "bool", "default": False},
+            "sysctls": {"type": "list", "elements": "str", "default": []},
+            "root": {"type": "path", "default": "/"},
         },
         supports_check_mode=True,
     )
-    links = {name: read_link(name, module.params["sysfs_root"]) for name in module.params["names"]}
-    module.exit_json(changed=False, links=links)
+
+
+def _systemd_active(module):
+    """A callable giving unit -> running, from one `systemctl is-active` call (no systemd: nothing runs)."""
+
+    def unit_active(units):
+        systemctl = module.get_bin_path("systemctl")
+        if not systemctl:
+            return dict.fromkeys(units, False)
+        # is-active exits non-zero when any unit is not active; its output is the answer either way.
+        _rc, out, _err = module.run_command(
+            [systemctl, "is-active", *units], environ_update={"LC_ALL": "C", "LANG": "C"}
+        )
+        return parse_is_active(units, out)
+
+    return unit_active
+
+
+def main():
+    module = build_module()
+    params = module.params
+    result = {
+        "changed": False,
+        "links": {name: read_link(name, params["sysfs_root"]) for name in params["names"]},
+        "sysctls_present": present_sysctls(params["sysctls"], params["root"]),
+    }
+    if params["detect_backend"]:
+        result["backend"] = detect_backend(params["root"], _systemd_active(module))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

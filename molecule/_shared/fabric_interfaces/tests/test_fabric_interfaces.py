@@ -1,11 +1,20 @@
 """fabric_interfaces on veth stand-ins: run-time state, persisted files, and the backend re-applying them."""
 
 import os
+import re
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 
 IB, ROCE = "ib0", "ens1f0"
+SHARED = Path(__file__).resolve().parents[1]
+ROLE_MAIN = SHARED.parents[2] / "roles" / "fabric_interfaces" / "tasks" / "main.yml"
+# Every step's tag, as tasks/main.yml imports them.
+STEPS = sorted({tag for task in yaml.safe_load(ROLE_MAIN.read_text()) for tag in task.get("tags", [])})
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +130,18 @@ def test_netplan_reapplies_mtu(host, backend):
     assert ("infiniband-mode: datagram" in ours.content_string) == knows_mode
     assert ("Mode=datagram" in generated) == knows_mode
     assert 'ATTR{mode}="datagram"' in host.file("/etc/udev/rules.d/70-gpucluster-ipoib-mode.rules").content_string
+
+
+@pytest.mark.parametrize("tag", STEPS)
+def test_each_step_runs_alone_in_check_mode(tag):
+    """`--tags fabric_interfaces_<step> --check` on the converged host: the step finds what it reads (the preflight
+    and the fact carry every step's tag; converge.yml asserts the fact) and predicts no change."""
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    command = [shutil.which("ansible-playbook"), "-i", str(inventory), str(SHARED / "converge.yml")]
+    # Molecule's environment forces colour, which would hide the recap from the pattern below.
+    env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run([*command, "--tags", tag, "--check"], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    recap = re.findall(r"^\S+\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=0", proc.stdout, re.MULTILINE)
+    assert recap and all(changed == "0" for _ok, changed in recap), proc.stdout[-4000:]
+    assert "Record the result" in proc.stdout

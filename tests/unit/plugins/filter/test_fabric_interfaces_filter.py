@@ -43,3 +43,56 @@ def test_default_partition_reaches_the_filter():
         [{"name": "ib0", "kind": "ipoib"}], "gpu1", {}, {}, None, 4096, {"ipoib": True, "mtu": 2048}
     )
     assert len(found) == 1 and "on opensm_default_partition" in found[0]
+
+
+def checks(**changes):
+    """The checks mapping as vars/main.yml builds it (__fabric_interfaces_checks) for a well-configured host."""
+    base = {
+        "host": "gpu01",
+        "links": {"eth1": {"exists": True, "type": 1}},
+        "check_link_type": True,
+        "enhanced_ipoib": {},
+        "partitions": None,
+        "default_partition": None,
+        "roce_min_rdma_mtu": "4096",
+        "host_checks": {
+            "os_family": "Debian",
+            "distribution": "Debian",
+            "supported_families": ["Debian"],
+            "peer_group": "all",
+            "inventory_groups": ["all", "ungrouped", "gpu_nodes"],
+            "backend": "ifupdown",
+        },
+    }
+    base.update(changes)
+    return base
+
+
+def test_preflight_errors_one_call_every_check():
+    lab = [{"name": "eth1", "kind": "roce", "mtu": 4200, "address": "192.168.88.11/24"}]
+    assert FILTERS["fabric_interfaces_preflight_errors"](lab, checks()) == []
+    host_checks = dict(checks()["host_checks"], os_family="RedHat", peer_group="gpus", backend="")
+    bad = [{"name": "eth1", "kind": "ipoib"}, {"name": "eth2", "kind": "roce", "mtu": 1500}]
+    found = FILTERS["fabric_interfaces_preflight_errors"](
+        bad, checks(host_checks=host_checks, links={"eth1": {"exists": True, "type": 1}, "eth2": {"exists": False}})
+    )
+    assert len(found) == 6, found
+    assert all(message.startswith("gpu01: ") for message in found)
+    assert "kind=ipoib does not match the link" in found[3]
+    assert "(eth2).mtu=1500 gives a RoCE RDMA MTU of 1024" in found[4]
+    assert "(eth2) does not exist on this host" in found[5]
+    # roce_min_rdma_mtu 0 turns the RDMA MTU check off, as in fabric_interfaces_errors
+    found = FILTERS["fabric_interfaces_preflight_errors"](bad[1:], checks(roce_min_rdma_mtu=0, links={}))
+    assert found == []
+
+
+def test_preflight_errors_refuses_an_unknown_check():
+    with pytest.raises(AnsibleFilterError, match="fabric_interfaces_preflight_errors"):
+        FILTERS["fabric_interfaces_preflight_errors"]([{"name": "eth1", "kind": "roce"}], checks(bogus=1))
+
+
+def test_sysctls_filter():
+    got = FILTERS["fabric_interfaces_sysctls"]([{"name": "eth1"}], 2, "auto", {"net.ipv4.conf.all.rp_filter": 2}, True)
+    assert list(got) == [f"net.{f}.neigh.default.gc_thresh{i}" for f in ("ipv4", "ipv6") for i in (1, 2, 3)]
+    with pytest.raises(AnsibleFilterError):
+        FILTERS["fabric_interfaces_sysctls"]([{"name": "eth1"}], "many")

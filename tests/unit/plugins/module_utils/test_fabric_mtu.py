@@ -241,3 +241,126 @@ def test_neigh_gc_thresholds(peers, rails, expected):
     assert (got["gc_thresh1"], got["gc_thresh2"], got["gc_thresh3"]) == expected
     assert got["gc_thresh1"] < got["gc_thresh2"] < got["gc_thresh3"]
     assert got["gc_thresh3"] > peers * rails
+
+
+ETHERNET = {"exists": True, "type": 1, "infiniband": False}
+INFINIBAND = {"exists": True, "type": 32, "infiniband": True}
+
+
+def test_ipoib_on_an_ethernet_link_names_interface_and_fix():
+    found = m.list_errors([{"name": "ens1f0", "kind": "ipoib"}], "node1", links={"ens1f0": ETHERNET})
+    assert found == [
+        "node1: fabric_interfaces[0] (ens1f0).kind=ipoib does not match the link: the kernel reports ens1f0 as"
+        " Ethernet, kind ipoib needs an InfiniBand link; write kind: roce for an Ethernet port, or name the port's"
+        " IPoIB netdev (ip -br link: link/infiniband)"
+    ]
+
+
+def test_roce_on_an_infiniband_link_and_other_link_types():
+    (message,) = m.list_errors([{"name": "ib0", "kind": "roce"}], "node1", links={"ib0": INFINIBAND})
+    assert "(ib0).kind=roce does not match the link: the kernel reports ib0 as InfiniBand" in message
+    assert "write kind: ipoib for an InfiniBand port" in message
+    loopback = {"exists": True, "type": 772}
+    (message,) = m.list_errors([{"name": "lo", "kind": "roce"}], "node1", links={"lo": loopback})
+    assert "reports lo as type 772, kind roce needs an Ethernet link" in message
+
+
+def test_matching_or_unknown_link_types_pass_and_the_check_can_be_turned_off():
+    interfaces = [{"name": "ib0", "kind": "ipoib"}, {"name": "ens1f0", "kind": "roce"}]
+    assert m.list_errors(interfaces, "node1", links={"ib0": INFINIBAND, "ens1f0": ETHERNET}) == []
+    assert m.list_errors(interfaces, "node1", links={"ib0": {"exists": True}, "ens1f0": {"exists": True}}) == []
+    # veths named ib0 stand in for IPoIB in the container lab
+    swapped = {"ib0": ETHERNET, "ens1f0": INFINIBAND}
+    assert len(m.list_errors(interfaces, "node1", links=swapped)) == 2
+    assert m.list_errors(interfaces, "node1", links=swapped, check_link_type=False) == []
+    # a missing link gets its own message, not a link-type one
+    (message,) = m.list_errors(interfaces[:1], "node1", links={"ib0": {"exists": False}})
+    assert "does not exist on this host" in message
+
+
+HOST_OK = {
+    "os_family": "Debian",
+    "distribution": "Debian",
+    "supported_families": ["Debian"],
+    "peer_group": "gpu_nodes",
+    "inventory_groups": ["all", "ungrouped", "gpu_nodes"],
+    "backend": "ifupdown",
+}
+
+
+def test_host_errors_none_when_all_is_well():
+    assert m.host_errors("node1", interfaces=[{"name": "eth1"}], **HOST_OK) == []
+
+
+def test_host_errors_all_at_once():
+    bad = dict(HOST_OK, os_family="RedHat", distribution="Rocky", peer_group="gpu", backend="")
+    found = m.host_errors("node1", interfaces=[{"name": "eth1"}], **bad)
+    assert len(found) == 3
+    assert found[0].startswith(
+        "node1: fabric_interfaces supports Debian and Ubuntu hosts; this host is Rocky (RedHat)."
+    )
+    assert found[1].startswith("node1: fabric_interfaces_peer_group=gpu is not an inventory group; name the group")
+    assert found[2].startswith("node1: fabric_interfaces_backend=auto found no netplan, NetworkManager,")
+    assert "set fabric_interfaces_backend: none to apply at run time only" in found[2]
+
+
+def test_host_errors_peer_group_unchecked_and_no_backend_needed_without_interfaces():
+    bad = dict(HOST_OK, peer_group=None, backend=None)
+    assert m.host_errors("node1", interfaces=[], **bad) == []
+    assert m.host_errors("node1", interfaces="ib0", **bad) == []  # list_errors reports the type
+
+
+def test_role_errors_joins_host_and_interface_errors():
+    found = m.role_errors(
+        [{"name": "eth1", "kind": "ipoib", "mtu": 9000}],
+        "node1",
+        links={"eth1": ETHERNET},
+        host_checks=dict(HOST_OK, backend=""),
+    )
+    assert [message.split(" ")[1] for message in found] == [
+        "fabric_interfaces_backend=auto",
+        "fabric_interfaces[0]",
+        "fabric_interfaces[0]",
+    ]
+    assert "mtu=9000 is above 4092" in found[1] and "kind=ipoib does not match" in found[2]
+    assert (
+        m.role_errors(
+            [{"name": "eth1", "kind": "ipoib"}],
+            "node1",
+            links={"eth1": ETHERNET},
+            check_link_type=False,
+            host_checks=HOST_OK,
+        )
+        == []
+    )
+
+
+MULTIRAIL = {"net.ipv4.conf.all.arp_ignore": 2, "net.ipv4.conf.all.rp_filter": 2}
+
+
+def neigh(family, thresholds):
+    return {f"net.{family}.neigh.default.gc_thresh{i}": value for i, value in enumerate(thresholds, 1)}
+
+
+@pytest.mark.parametrize(
+    ("rails", "peers", "multirail", "neigh_tuning", "expected"),
+    [
+        # one rail: no multi-rail sysctls on auto, neighbour tables at least the kernel defaults
+        (1, 2, "auto", True, {**neigh("ipv4", (128, 512, 1024)), **neigh("ipv6", (128, 512, 1024))}),
+        (2, 256, "auto", True, {**MULTIRAIL, **neigh("ipv4", (512, 1024, 2048)), **neigh("ipv6", (512, 1024, 2048))}),
+        (2, 256, "disabled", False, {}),
+        (1, 2, "enabled", False, MULTIRAIL),
+        (0, 2, "auto", True, {}),  # no rail, no neighbour tuning
+        (0, 2, "enabled", True, MULTIRAIL),
+    ],
+)
+def test_fabric_sysctls(rails, peers, multirail, neigh_tuning, expected):
+    interfaces = [{"name": f"ib{i}", "kind": "ipoib"} for i in range(rails)]
+    got = m.fabric_sysctls(interfaces, peers, multirail, MULTIRAIL, neigh_tuning)
+    assert got == expected
+    assert list(got) == list(expected)  # multi-rail first, then IPv4, then IPv6: the order they are written in
+
+
+def test_fabric_sysctls_on_bad_input_counts_no_rail():
+    assert m.fabric_sysctls("ib0", 2, "auto", MULTIRAIL, True) == {}
+    assert m.fabric_sysctls(None, 2, "enabled", "not a dict", True) == {}
