@@ -38,7 +38,7 @@ options:
     type: bool
     default: false
   offered_index:
-    description: C({package: [versions]}) read from the repository's signed index, used before apt knows it.
+    description: "C({package: [versions]}) read from the repository's signed index, used before apt knows it."
     type: dict
     default: {}
   before_repository:
@@ -59,7 +59,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 installed:
-  description: Installed NCCL packages, C({package: {version, held}}).
+  description: "Installed NCCL packages, C({package: {version, held}})."
   type: dict
   returned: always
 packages:
