@@ -6,14 +6,16 @@
 class ModuleDocFragment:
     # Read-only probes: safe in check mode, nothing to diff.
     DOCUMENTATION = r"""
-extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in --diff mode) when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
 """
 

@@ -188,7 +188,6 @@ import os  # noqa: E402
 import platform  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -217,7 +216,7 @@ def build_module():
             "arch": {"type": "str", "default": ""},
             "keyring_version": {"type": "str", "default": "1.1-1", "no_log": False},
             "key_fingerprint": {"type": "str", "required": True, "no_log": False},
-            "keyring_deb_src": {"type": "str", "default": ""},
+            "keyring_deb_src": {"type": "str", "default": "", "no_log": False},
             "keyring_deb_content": {"type": "str", "default": "", "no_log": True},
             "verify_signature": {"type": "bool", "default": True},
             "validate_certs": {"type": "bool", "default": True},
@@ -510,6 +509,14 @@ class Probe:
         return result
 
 
+class Stopped(BaseException):  # not caught by the probe's `except Exception` handlers
+    """Raised by the SIGHUP/SIGTERM handler so that the download directory is removed on the way out."""
+
+
+def _stop(signum, _frame):
+    raise Stopped(signum)
+
+
 def main():
     module = build_module()
     params = module.params
@@ -517,7 +524,7 @@ def main():
         params["offered_nccl"] = "never"
     # A lost connection (SIGHUP) or a kill (SIGTERM) unwinds through the finally below, like an error does.
     for signum in (signal.SIGHUP, signal.SIGTERM):
-        signal.signal(signum, lambda *_: sys.exit(1))
+        signal.signal(signum, _stop)
     workdir = tempfile.mkdtemp(prefix="cuda_repo.")
     try:
         probe = Probe(module, workdir)
@@ -541,6 +548,9 @@ def main():
                         )
                     )
                 result["installed"] = {"version": probe.installed_version(), "fingerprints": keys}
+    except Stopped as stop:
+        shutil.rmtree(workdir, ignore_errors=True)
+        module.fail_json(msg=f"cuda_repo_probe stopped by signal {stop.args[0]}; its downloads were removed")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result.update(changed=changed, errors=probe.errors, downloaded=probe.downloaded, **install)

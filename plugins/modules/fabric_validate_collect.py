@@ -30,7 +30,7 @@ extends_documentation_fragment:
   - gpucluster.fabric.fabric_probe.rdma
   - gpucluster.fabric.fabric_probe.gpu
 notes:
-  - A host without RDMA devices or without nvidia-smi returns RV(ib.rdma_present=false) or RV(gpu.gpu_present=false);
+  - A host without RDMA devices or without nvidia-smi returns C(ib.rdma_present=false) or C(gpu.gpu_present=false);
     callers report them as skipped, not passed.
 """
 

@@ -72,7 +72,7 @@ options:
         not without C(/proc/modules)).
       - When the modules are to be loaded, C(modprobe --dry-run --all) checks that every one can be; a module that
         cannot is reported in RV(load_errors).
-    type: bool
+    type: raw
 attributes:
   check_mode:
     description: Reads only, so check mode returns the same facts and decision.

@@ -111,7 +111,7 @@ def main():
     rc, dpkg, err = module.run_command(["dpkg-query", "--show", "--showformat", showformat, *PACKAGES])
     if rc > 1:
         module.fail_json(msg=f"dpkg-query failed (rc {rc}): {err.strip()}")
-    _, madison, _ = module.run_command(["apt-cache", "madison", *PACKAGES])
+    _rc, madison, _err = module.run_command(["apt-cache", "madison", *PACKAGES])
     decision = package_decision(
         dpkg_text=dpkg,
         madison_text=madison,

@@ -75,7 +75,7 @@ def check_messages(host, checks):
 
 def report(host, declared, specs, checks):
     """Every message for the host, in the order the checks ran."""
-    spec, _ = spec_messages(host, specs)
+    spec = spec_messages(host, specs)[0]
     return declared_messages(declared) + spec + check_messages(host, checks)
 
 

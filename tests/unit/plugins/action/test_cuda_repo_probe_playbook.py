@@ -81,7 +81,7 @@ def _probe(tmp_path, deb):
 
 
 def test_controller_deb_is_verified_instead_of_downloaded(tmp_path):
-    result, _ = _probe(tmp_path, DEB)
+    result = _probe(tmp_path, DEB)[0]
     assert result["errors"] == []
     assert result["install_needed"] is True
     assert result["downloaded"] == ["InRelease", "Packages.gz"]  # the keyring package came from the controller
@@ -90,7 +90,7 @@ def test_controller_deb_is_verified_instead_of_downloaded(tmp_path):
 
 
 def test_missing_controller_deb_is_one_more_error(tmp_path):
-    result, _ = _probe(tmp_path, tmp_path / "nowhere.deb")
+    result = _probe(tmp_path, tmp_path / "nowhere.deb")[0]
     assert result["errors"] == [
         f"cuda_repo_keyring_deb={tmp_path / 'nowhere.deb'} is not a file on the controller; copy NVIDIA's "
         "cuda-keyring_1.1-1_all.deb there or leave it empty to download it"

@@ -293,7 +293,8 @@ def test_host_errors_none_when_all_is_well():
 
 
 def test_host_errors_all_at_once():
-    bad = dict(HOST_OK, os_family="RedHat", distribution="Rocky", peer_group="gpu", backend="")
+    bad = dict(HOST_OK)
+    bad.update(os_family="RedHat", distribution="Rocky", peer_group="gpu", backend="")
     found = m.host_errors("node1", interfaces=[{"name": "eth1"}], **bad)
     assert len(found) == 3
     assert found[0].startswith(
@@ -305,7 +306,8 @@ def test_host_errors_all_at_once():
 
 
 def test_host_errors_peer_group_unchecked_and_no_backend_needed_without_interfaces():
-    bad = dict(HOST_OK, peer_group=None, backend=None)
+    bad = dict(HOST_OK)
+    bad.update(peer_group=None, backend=None)
     assert m.host_errors("node1", interfaces=[], **bad) == []
     assert m.host_errors("node1", interfaces="ib0", **bad) == []  # list_errors reports the type
 

@@ -41,7 +41,11 @@ def good_inputs(**changes):
     return inputs
 
 
-def errors_for(host=SM, facts=FACTS, hostvars=None, groups=None, **changes):
+_FACTS_DEFAULT = object()
+
+
+def errors_for(host=SM, facts=_FACTS_DEFAULT, hostvars=None, groups=None, **changes):
+    facts = dict(FACTS) if facts is _FACTS_DEFAULT else facts
     default_hostvars, default_groups = inventory()
     return oi.input_errors(
         good_inputs(**changes),

@@ -418,3 +418,53 @@ def test_live_lab_mirror(tmp_path):
         key_fingerprint=manifest["fingerprint"],
     )
     assert "InRelease is not signed by key " + manifest["fingerprint"] in result["errors"][0]
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGHUP"])
+def test_a_signal_during_a_download_removes_the_download_directory(tmp_path, signum):
+    """A server that never answers holds the probe in its download; a kill or a lost session must still remove the
+    probe's directory (the handler unwinds through the module's finally) and fail with a message."""
+    import glob
+    import http.server
+    import signal
+    import socketserver
+    import threading
+    import time
+
+    class Silent(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            time.sleep(20)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Silent)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        tmp_root = tmp_path / "tmp"
+        tmp_root.mkdir()
+        args = {
+            "base_url": f"http://127.0.0.1:{server.server_address[1]}",
+            "distro": "debian12",
+            "arch": "x86_64",
+            "key_fingerprint": NVIDIA_KEY,
+            "keyring_version": "1.1-1",
+            "root": str(tmp_path / "root"),
+        }
+        (tmp_path / "root").mkdir()
+        args_file = tmp_path / "args.json"
+        args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TMPDIR=str(tmp_root))
+        proc = subprocess.Popen(
+            [sys.executable, str(MODULE), str(args_file)], stdout=subprocess.PIPE, text=True, env=env
+        )
+        deadline = time.time() + 15
+        while not glob.glob(str(tmp_root / "cuda_repo.*")) and time.time() < deadline:
+            time.sleep(0.1)
+        assert glob.glob(str(tmp_root / "cuda_repo.*")), "the probe made no download directory"
+        time.sleep(0.5)  # into the download
+        proc.send_signal(getattr(signal, signum))
+        out, _err = proc.communicate(timeout=20)
+        assert proc.returncode == 1
+        assert json.loads(out)["msg"].startswith("cuda_repo_probe stopped by signal")
+        assert not glob.glob(str(tmp_root / "cuda_repo.*"))
+    finally:
+        server.shutdown()
