@@ -5,11 +5,13 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _playbook import run_once_more_on_hang  # noqa: E402
 
 PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gpucluster" / "fabric").is_dir())
@@ -58,24 +60,8 @@ def _probe(tmp_path, deb):
         ANSIBLE_HOME=str(tmp_path / "home"),
         ANSIBLE_NOCOLOR="1",
     )
-    run = subprocess.run(
-        [
-            str(PLAYBOOK),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            str(playbook),
-        ],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    argv = [str(PLAYBOOK), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"]
+    run = run_once_more_on_hang([*argv, str(playbook)], env, tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     return json.loads(out.read_text()), run.stdout
 

@@ -5,11 +5,13 @@ The roles checked are limited with gpucluster_roles to rdma_core and nccl, whose
 """
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _playbook import run_once_more_on_hang  # noqa: E402
 
 PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gpucluster" / "fabric").is_dir())
@@ -50,15 +52,7 @@ def _run(tmp_path, hosts, group_vars=None):
         ANSIBLE_FORCE_COLOR="0",
         ANSIBLE_NOCOLOR="1",
     )
-    return subprocess.run(
-        [str(PLAYBOOK), "-i", str(inventory), str(playbook)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_once_more_on_hang([str(PLAYBOOK), "-i", str(inventory), str(playbook)], env, tmp_path, timeout=300)
 
 
 def test_rdma_core_and_nccl_only_pass_without_fabric_variables(tmp_path):
