@@ -62,7 +62,7 @@ BAD_INPUTS = {
     ),
     "shell-metacharacters": (
         "Check the rdma_modules input",
-        '"ib_core; reboot" in rdma_modules_core is not a kernel module name',
+        '"ib_core; reboot" in rdma_modules_extra is not a kernel module name',
     ),
     "command-substitution": ("Check the rdma_modules input", "is not a kernel module name"),
     "peermem-without-driver": (
