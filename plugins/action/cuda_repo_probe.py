@@ -39,6 +39,8 @@ class ActionModule(ActionBase):
         )
         if errors:
             result["errors"] = errors + list(result.get("errors") or [])
-            if boolean(args.get("install", False), strict=False):
+            if any(boolean(args.get(name, False), strict=False) for name in ("install", "fail_on_errors")):
                 result.update(failed=True, msg="; ".join(result["errors"]))
+        if result.get("failed") and result.get("errors"):
+            result["msg"] = f"{(task_vars or {}).get('inventory_hostname', 'localhost')}: {result['msg']}"
         return result

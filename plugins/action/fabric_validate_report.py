@@ -81,6 +81,19 @@ def _write(path, text):
     return True
 
 
+def summary_line(run_id, summary, run_dir, check_mode):
+    """The one line the role shows. Check mode can only read the hosts as they are now, before the changes the same
+    run would make: its failures are reported, not enforced, and nothing is written."""
+    counts = f"{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped"
+    line = f"fabric_validate {run_id}: {counts}"
+    if not check_mode:
+        return f"{line}; report in {run_dir}"
+    return (
+        f"{line}; check mode: the hosts were read as they are now, before the changes this run would make, "
+        f"{summary['failed']} failed check(s) are reported, not enforced, and no report was written"
+    )
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -129,6 +142,7 @@ class ActionModule(ActionBase):
         # nothing, as file, copy and template would not.
         result.update(
             changed=False,
+            msg=summary_line(report["run_id"], report["summary"], run_dir, self._task.check_mode),
             run_id=report["run_id"],
             run_dir=run_dir,
             files=files,

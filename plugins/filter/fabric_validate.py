@@ -3,8 +3,9 @@
 """Filters for parsing perftest / nccl-tests output and for the fabric_validate role's evaluation.
 
 Public: perftest_parse, nccl_tests_parse (documented in perftest_parse.yml / nccl_tests_parse.yml).
-Used by roles/fabric_validate: fabric_rdma_rounds, fabric_preflight_errors, fabric_merge_thresholds,
-fabric_evaluate, fabric_failure_lines, fabric_plot_series (see plugins/module_utils/fabric_checks.py).
+Used by roles/fabric_validate: fabric_rdma_rounds, fabric_rdma_part, fabric_perftest_argv, fabric_rdma_round_record,
+fabric_preflight_errors, fabric_merge_thresholds, fabric_evaluate, fabric_failure_lines, fabric_plot_series
+(see plugins/module_utils/fabric_checks.py).
 """
 
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
@@ -12,8 +13,11 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     expected_interface_mtus,
     failure_lines,
     merge_thresholds,
+    perftest_argv,
     plot_series,
     preflight_errors,
+    rdma_part,
+    rdma_round_record,
     rdma_rounds,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.nccl_tests import parse_nccl_tests
@@ -35,7 +39,10 @@ class FilterModule:
         return {
             "perftest_parse": perftest_parse,
             "nccl_tests_parse": nccl_tests_parse,
-            "fabric_rdma_rounds": lambda hosts, pairs=None: rdma_rounds(hosts, pairs or None),
+            "fabric_rdma_rounds": lambda hosts, pairs=None, present=None: rdma_rounds(hosts, pairs or None, present),
+            "fabric_rdma_part": rdma_part,
+            "fabric_perftest_argv": perftest_argv,
+            "fabric_rdma_round_record": rdma_round_record,
             "fabric_preflight_errors": preflight_errors,
             "fabric_merge_thresholds": merge_thresholds,
             "fabric_evaluate": evaluate,

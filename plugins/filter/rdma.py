@@ -196,14 +196,6 @@ def gpudirect_outcome(probe, load, settings):
     }
 
 
-def rdma_modules_probe_errors(probe, mode):
-    """gpudirect_facts' reasons the requested mode cannot be honoured, and its module-loading errors."""
-    probe = probe or {}
-    return [f"rdma_modules_gpudirect_mode={mode}: {e}" for e in probe.get("errors") or []] + list(
-        probe.get("load_errors") or []
-    )
-
-
 class FilterModule:
     def filters(self):
         return {
@@ -211,5 +203,4 @@ class FilterModule:
             "rdma_modules_input_errors": rdma_modules_input_errors,
             "gpudirect_outcome": gpudirect_outcome,
             "rdma_interface_modules": interface_modules,
-            "rdma_modules_probe_errors": rdma_modules_probe_errors,
         }

@@ -31,12 +31,15 @@ NCCL_DEBUG_ONLY = (
 )
 
 
-def rdma_rounds(hosts=None, pairs=None):
+def rdma_rounds(hosts=None, pairs=None, present=None):
     """Schedule pairwise tests in rounds where no host takes part twice.
 
     Without explicit ``pairs``, each host is paired with the next one in a ring (sorted order): N tests for N hosts
-    (one for two hosts), in 2 rounds (even N) or 3 (odd N). Returns a list of rounds, each a list of
+    (one for two hosts), in 2 rounds (even N) or 3 (odd N). ``present``, when given, says for each of ``hosts`` (same
+    order) whether it has an RDMA device; hosts without one are left out. Returns a list of rounds, each a list of
     {server, client}."""
+    if present is not None:
+        hosts = [host for host, has_rdma in zip(hosts or [], present) if has_rdma]
     if pairs is None:
         ordered = sorted(hosts or [])
         if len(ordered) < 2:
@@ -58,6 +61,78 @@ def rdma_rounds(hosts=None, pairs=None):
 
 
 RDMA_TESTS = ("ib_write_bw", "ib_write_lat")
+
+
+def perftest_argv(test, options, server_address=None):
+    """argv of one perftest run under timeout: the server's (line-buffered by stdbuf, so its output survives a kill)
+    when server_address is None, else the client's, connecting to server_address.
+
+    options: iterations, device (empty: perftest's choice), gid_index (< 0: perftest's choice), rdma_cm (-R),
+    bw_size, lat_size (message sizes of ib_write_bw and ib_write_lat) and timeout (seconds)."""
+    argv = ["timeout", str(options["timeout"])]
+    argv += ["stdbuf", "-oL", test] if server_address is None else [test]
+    argv += ["-n", str(options["iterations"])]
+    if options.get("device"):
+        argv += ["-d", str(options["device"])]
+    if int(options.get("gid_index", -1)) >= 0:
+        argv += ["-x", str(options["gid_index"])]
+    if options.get("rdma_cm"):
+        argv.append("-R")
+    argv += (
+        ["-s", str(options["bw_size"]), "--report_gbits"] if test == "ib_write_bw" else ["-s", str(options["lat_size"])]
+    )
+    return argv + ([str(server_address)] if server_address is not None else [])
+
+
+def rdma_part(pairs, host, live):
+    """This host's part in one round: its pairs as server (serve) and as client (connect), and whether it measures
+    (live: it has an RDMA device and no pre-measured results)."""
+    return {
+        "serve": [pair for pair in pairs if pair["server"] == host],
+        "connect": [pair for pair in pairs if pair["client"] == host],
+        "live": bool(live),
+    }
+
+
+def _output(result):
+    result = result or {}
+    return f"{result.get('stdout') or ''}\n{result.get('stderr') or ''}"
+
+
+def rdma_round_record(record, test, part, results, check_mode=False):
+    """The host's record after one round of one perftest.
+
+    part: this host's part in the round (rdma_part); results: the registered results of the round's tasks on this
+    host - client, server_job (the server's async start) and server (its collection). The client's side (judged) is
+    appended
+    to record['rdma'], the server's own output to record['rdma_served'], so a host that only served, as one of two
+    hosts does, is reported with what it served rather than as having had no peer."""
+    client, server_job, server = (results.get(name) for name in ("client", "server_job", "server"))
+    record = dict(record)
+    record["rdma"] = list(record.get("rdma") or [])
+    record["rdma_served"] = list(record.get("rdma_served") or [])
+    if part["connect"] and part["live"]:
+        record["rdma"].append(
+            {
+                "test": test,
+                "peer": part["connect"][0]["server"],
+                "output": _output(client),
+                "rc": (client or {}).get("rc"),
+                "skipped": "check mode" if check_mode else None,
+            }
+        )
+    if "ansible_job_id" in (server_job or {}):
+        record["rdma_served"].append(
+            {
+                "test": test,
+                "peer": part["serve"][0]["client"],
+                "output": _output(server),
+                "rc": (server or {}).get("rc"),
+            }
+        )
+    return record
+
+
 MEASUREMENTS_SHAPE = "{rdma: [{test: ib_write_bw|ib_write_lat, peer, output}], nccl_output: str}"
 
 

@@ -585,3 +585,12 @@ def decide(facts, requested="auto"):
             f" and nvidia-peermem is not possible ({'; '.join(blockers)})",
         )
     return result
+
+
+def probe_problems(errors, load_errors, mode, host=""):
+    """Why the requested GPUDirect mode cannot be honoured, then the module-loading errors; each line names the host
+    (when given) and the variable."""
+    prefix = f"{host}: " if host else ""
+    return [f"{prefix}rdma_modules_gpudirect_mode={mode}: {error}" for error in errors or []] + [
+        f"{prefix}{error}" for error in load_errors or []
+    ]

@@ -20,9 +20,9 @@ description:
     its keyring holds exactly O(key_fingerprint), verifies the repository's C(InRelease) with C(gpgv) against that
     keyring, and reads the libnccl2/libnccl-dev versions from the C(Packages.gz) whose SHA256 the verified
     C(InRelease) lists.
-  - Every problem found is returned in RV(errors), each naming the role variable and the fix; the module itself does
-    not fail on them (the role asserts on the list). With O(install=true) it installs the package bytes it has just
-    verified (C(dpkg -i)) and fails on any error instead.
+  - Every problem found is returned in RV(errors), each naming the role variable and the fix; the module fails on
+    them only with O(fail_on_errors=true) (then with all of them in one message). With O(install=true) it installs
+    the package bytes it has just verified (C(dpkg -i)) and fails on any error.
   - An action plugin of the same name runs on the controller first; it reads O(keyring_deb_src) there and passes
     its bytes to the module.
 version_added: 0.1.0
@@ -77,6 +77,10 @@ options:
     type: str
     choices: [auto, always, never]
     default: auto
+  fail_on_errors:
+    description: Fail when RV(errors) is not empty, naming the host and every problem in the message.
+    type: bool
+    default: false
   install:
     description:
       - Install the verified package with C(dpkg -i) when the installed one is not the wanted version or its keyring
@@ -222,6 +226,7 @@ def build_module():
             "validate_certs": {"type": "bool", "default": True},
             "timeout": {"type": "int", "default": 30},
             "offered_nccl": {"type": "str", "choices": ["auto", "always", "never"], "default": "auto"},
+            "fail_on_errors": {"type": "bool", "default": False},
             "install": {"type": "bool", "default": False},
             "root": {"type": "path", "default": "/"},
         },
@@ -554,7 +559,7 @@ def main():
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result.update(changed=changed, errors=probe.errors, downloaded=probe.downloaded, **install)
-    if params["install"] and probe.errors:
+    if (params["install"] or params["fail_on_errors"]) and probe.errors:
         module.fail_json(msg="; ".join(probe.errors), **result)
     module.exit_json(**result)
 

@@ -9,7 +9,10 @@ short_description: Read everything role fabric_validate judges on a host, in one
 description:
   - Returns the RDMA devices and ports (as M(gpucluster.fabric.ib_port_info)), the GPUs and GPU to NIC affinity (as
     M(gpucluster.fabric.gpu_topology_info)), the content of C(nccl.conf) and the MTU of every expected interface.
-  - Role fabric_validate calls it once per host (again, with C(retries), while a port waits for the subnet manager).
+  - Role fabric_validate calls it once per host. A port that is C(LinkUp) but C(INIT) or C(ARMED) waits for the
+    subnet manager (one just started may not have swept every port yet): with O(settle_seconds), the RDMA devices
+    are read again every O(settle_delay) seconds while such a port remains, and the last read is returned (running
+    out of time is for the caller to judge, not a failure).
   - Reads only; never changes anything. Safe in check mode.
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (@gpucluster)
@@ -25,6 +28,14 @@ options:
     type: list
     elements: dict
     default: []
+  settle_seconds:
+    description: How long ports that wait for the subnet manager are read again; V(0) returns the first read.
+    type: int
+    default: 0
+  settle_delay:
+    description: Seconds between two reads of ports that wait for the subnet manager (at least 1).
+    type: int
+    default: 3
 extends_documentation_fragment:
   - gpucluster.fabric.fabric_probe
   - gpucluster.fabric.fabric_probe.rdma
@@ -57,6 +68,11 @@ nccl_conf:
   returned: always
   type: dict
   sample: {path: /etc/nccl.conf, content: "NCCL_IB_HCA=mlx5_0\n"}
+attempts:
+  description: How many times the RDMA devices were read (1 unless ports waited for the subnet manager).
+  returned: always
+  type: int
+  sample: 1
 interfaces:
   description: One entry per requested interface - name, expected_mtu and mtu (null when the interface is absent).
   returned: always
@@ -66,6 +82,7 @@ interfaces:
 """
 
 import os  # noqa: E402
+import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_probe import (  # noqa: E402
@@ -86,6 +103,8 @@ def build_module():
             **GPU_ARGUMENT_SPEC,
             "nccl_conf_path": {"type": "path", "default": "/etc/nccl.conf"},
             "interfaces": {"type": "list", "elements": "dict", "default": []},
+            "settle_seconds": {"type": "int", "default": 0},
+            "settle_delay": {"type": "int", "default": 3},
         },
         supports_check_mode=True,
     )
@@ -102,10 +121,33 @@ def read_nccl_conf(path):
         return None, f"cannot read {path}: {exc.strerror}"
 
 
+def waiting_for_sm(ib):
+    """Ports that are LinkUp but INIT or ARMED: up, and waiting for the subnet manager to make them ACTIVE."""
+    return [
+        port
+        for device in (ib or {}).get("devices") or []
+        for port in device.get("ports") or []
+        if port.get("phys_state") == "LinkUp" and port.get("state") in ("INIT", "ARMED")
+    ]
+
+
+def read_settled(module, params):
+    """probe_rdma, read again every settle_delay seconds for up to settle_seconds while a port waits for the SM.
+    Returns (ib, error, attempts)."""
+    rereads = max(params["settle_seconds"], 0) // max(params["settle_delay"], 1)
+    attempts = 0
+    while True:
+        ib, error = probe_rdma(module, params["root"], params["modules"], params["use_ibv_devinfo"])
+        attempts += 1
+        if error or attempts > rereads or not waiting_for_sm(ib):
+            return ib, error, attempts
+        time.sleep(max(params["settle_delay"], 1))
+
+
 def main():
     module = build_module()
     params = module.params
-    ib, error = probe_rdma(module, params["root"], params["modules"], params["use_ibv_devinfo"])
+    ib, error, attempts = read_settled(module, params)
     if error:
         module.fail_json(msg=error)
     gpu, error = probe_gpus(module, params["max_nic_distance"])
@@ -116,6 +158,7 @@ def main():
         module.fail_json(msg=error, ib=ib)
     module.exit_json(
         changed=False,
+        attempts=attempts,
         ib=ib,
         gpu={key: gpu[key] for key in GPU_KEYS},
         nccl_conf={"path": params["nccl_conf_path"], "content": content},

@@ -81,6 +81,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+msg:
+  description:
+    - One line - the counts of passed, failed and skipped checks and the run's directory. In check mode it says that
+      the hosts were read as they are, that failures are reported, not enforced, and that nothing was written.
+  type: str
+  returned: always
+  sample: "fabric_validate 20261201T120000Z: 12 passed, 0 failed, 3 skipped; report in /srv/reports/20261201T120000Z"
 run_id:
   description: The run's name.
   type: str

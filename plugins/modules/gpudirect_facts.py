@@ -73,6 +73,16 @@ options:
       - When the modules are to be loaded, C(modprobe --dry-run --all) checks that every one can be; a module that
         cannot is reported in RV(load_errors).
     type: raw
+  fail_on_errors:
+    description:
+      - Fail when the requested O(mode) cannot be honoured (RV(errors)) or a module cannot be loaded (RV(load_errors)),
+        with every problem in one message, one line each. The facts are returned either way.
+    type: bool
+    default: false
+  host:
+    description: Host name each line of the failure message starts with (the role passes C(inventory_hostname)).
+    type: str
+    default: ""
 attributes:
   check_mode:
     description: Reads only, so check mode returns the same facts and decision.
@@ -179,6 +189,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import
     dry_run_error,
     gather,
     hca_modules,
+    probe_problems,
     runtime_load,
     wanted_modules,
 )
@@ -214,6 +225,8 @@ def main():
             "extra_modules": {"type": "list", "elements": "str", "default": []},
             "hca_detect": {"type": "bool", "default": True},
             "runtime_load": {"type": "raw"},
+            "fail_on_errors": {"type": "bool", "default": False},
+            "host": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -247,6 +260,9 @@ def main():
     }
     if decision["mode"]:
         result["gpudirect"] = {"mode": decision["mode"], "reason": decision["reason"]}
+    problems = probe_problems(decision["errors"], load_errors, params["mode"], params["host"])
+    if params["fail_on_errors"] and problems:
+        module.fail_json(msg="\n".join(problems), **result)
     module.exit_json(**result)
 
 

@@ -8,7 +8,10 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     measurements_errors,
     merge_thresholds,
     outlier_checks,
+    perftest_argv,
     preflight_errors,
+    rdma_part,
+    rdma_round_record,
     rdma_rounds,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import read_rdma_devices
@@ -61,6 +64,41 @@ def test_ring_pairing_is_linear(n, rounds):
 def test_explicit_pairs_are_scheduled():
     pairs = [{"server": "a", "client": "b"}, {"server": "a", "client": "c"}, {"server": "d", "client": "e"}]
     assert rdma_rounds(pairs=pairs) == [[pairs[0], pairs[2]], [pairs[1]]]
+
+
+def test_hosts_without_rdma_are_left_out_of_the_rounds():
+    assert rdma_rounds(["a", "b", "c"], None, [True, False, True]) == [[{"server": "c", "client": "a"}]]
+
+
+OPTIONS = {"timeout": 60, "iterations": 5000, "device": "", "gid_index": -1, "rdma_cm": False, "bw_size": 65536}
+
+
+def test_perftest_argv_server_and_client():
+    options = dict(OPTIONS, lat_size=2)
+    assert perftest_argv("ib_write_bw", options) == [
+        "timeout", "60", "stdbuf", "-oL", "ib_write_bw", "-n", "5000", "-s", "65536", "--report_gbits",
+    ]  # fmt: skip
+    options.update(device="rxe0", gid_index=1, rdma_cm=True)
+    assert perftest_argv("ib_write_lat", options, "192.168.77.2") == [
+        "timeout", "60", "ib_write_lat", "-n", "5000", "-d", "rxe0", "-x", "1", "-R", "-s", "2", "192.168.77.2",
+    ]  # fmt: skip
+
+
+def test_round_record_keeps_the_client_and_the_server_side():
+    pairs = [{"server": "b", "client": "a"}]
+    client = {"stdout": "bw rows", "stderr": "warn", "rc": 0}
+    served = {"stdout": "served", "stderr": "", "rc": 0}
+    a = rdma_round_record({"rdma": [], "ib": {}}, "ib_write_bw", rdma_part(pairs, "a", True), {"client": client})
+    assert a["rdma"] == [{"test": "ib_write_bw", "peer": "b", "output": "bw rows\nwarn", "rc": 0, "skipped": None}]
+    assert a["rdma_served"] == [] and a["ib"] == {}
+    results = {"client": {"skipped": True}, "server_job": {"ansible_job_id": "j1"}, "server": served}
+    b = rdma_round_record({"rdma": []}, "ib_write_bw", rdma_part(pairs, "b", True), results)
+    assert b["rdma"] == []
+    assert b["rdma_served"] == [{"test": "ib_write_bw", "peer": "a", "output": "served\n", "rc": 0}]
+    # A host that only watches (pre-measured results) records nothing; check mode marks the client's entry.
+    assert rdma_round_record({"rdma": []}, "ib_write_lat", rdma_part(pairs, "a", False), {})["rdma"] == []
+    checked = rdma_round_record({"rdma": []}, "ib_write_lat", rdma_part(pairs, "a", True), {}, True)
+    assert checked["rdma"][0]["skipped"] == "check mode" and checked["rdma"][0]["rc"] is None
 
 
 def test_preflight_errors():

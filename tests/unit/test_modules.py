@@ -1,4 +1,5 @@
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,33 @@ def test_fabric_validate_collect_fails_when_topo_fails(tmp_path, monkeypatch, ca
     result = _run(fabric_validate_collect, {"root": str(tmp_path), "nccl_conf_path": str(tmp_path / "x")}, capsys)
     assert result["failed"] is True
     assert result["msg"].startswith("nvidia-smi topo -m failed (rc=3)")
+
+
+def test_fabric_validate_collect_reads_again_while_a_port_waits_for_the_sm(tmp_path, monkeypatch, capsys):
+    # A copy of the Soft-RoCE tree whose port is LinkUp but INIT, as before the subnet manager's first sweep; the
+    # (patched) sleep between two reads is where the SM makes it ACTIVE.
+    root = tmp_path / "root"
+    shutil.copytree(FIXTURES / "sysfs-softroce-vm2", root)
+    state = root / "sys" / "class" / "infiniband" / "rxe0" / "ports" / "1" / "state"
+    state.write_text("2: INIT\n")
+    sleeps = []
+    activate_after = [2]
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == activate_after[0]:
+            state.write_text("4: ACTIVE\n")
+
+    monkeypatch.setattr(fabric_validate_collect.time, "sleep", sleep)
+    args = {"root": str(root), "settle_seconds": 60, "settle_delay": 3, "use_ibv_devinfo": False}
+    result = _run(fabric_validate_collect, args, capsys)
+    assert result["attempts"] == 3 and sleeps == [3, 3]
+    assert result["ib"]["devices"][0]["ports"][0]["state"] == "ACTIVE"
+    # Out of time: the last read is returned (INIT, judged by the role), not a failure; 0 s reads once.
+    state.write_text("2: INIT\n")
+    sleeps.clear()
+    activate_after[0] = 0
+    result = _run(fabric_validate_collect, dict(args, settle_seconds=7), capsys)
+    assert result["attempts"] == 3 and result["ib"]["devices"][0]["ports"][0]["state"] == "INIT"
+    assert "failed" not in result
+    assert _run(fabric_validate_collect, dict(args, settle_seconds=0), capsys)["attempts"] == 1

@@ -66,17 +66,17 @@ BAD_INPUTS = {
     ),
     "command-substitution": ("Check the rdma_modules input", "is not a kernel module name"),
     "peermem-without-driver": (
-        "Fail when the GPUDirect mode or module loading cannot be honoured",
+        "Read the facts that decide GPUDirect RDMA and module loading",
         "rdma_modules_gpudirect_mode=peermem: GPUDirect mode peermem was requested but there is no NVIDIA kernel"
         " driver",
     ),
     "dmabuf-without-driver": (
-        "Fail when the GPUDirect mode or module loading cannot be honoured",
+        "Read the facts that decide GPUDirect RDMA and module loading",
         "GPUDirect mode dmabuf was requested but there is no NVIDIA kernel driver",
     ),
     "softdep-pre-not-a-list": ("Check the rdma_modules input", "rdma_modules_softdeps[0]="),
     "runtime-load-forced": (
-        "Fail when the GPUDirect mode or module loading cannot be honoured",
+        "Read the facts that decide GPUDirect RDMA and module loading",
         "modprobe cannot load ib_core ib_uverbs ib_umad rdma_ucm",
     ),
 }

@@ -13,8 +13,11 @@ COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gp
 needs_playbook = pytest.mark.skipif(not PLAYBOOK.is_file(), reason="no ansible-playbook next to this Python")
 
 
-def ansible_playbook(tmp_path, inventory, playbook, *args, roles_path=None):
-    """ansible-playbook in tmp_path with its own Ansible home and temp directory, colour off."""
+def ansible_playbook(tmp_path, inventory, playbook, *args, roles_path=None, timeout=150):
+    """ansible-playbook in tmp_path with its own Ansible home and temp directory, colour off.
+
+    inventory is a path or an inline host list ("localhost,"); args go before the playbook.
+    """
     env = dict(
         os.environ,
         ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
@@ -25,7 +28,8 @@ def ansible_playbook(tmp_path, inventory, playbook, *args, roles_path=None):
     )
     if roles_path:
         env["ANSIBLE_ROLES_PATH"] = str(roles_path)
-    return run_once_more_on_hang([str(PLAYBOOK), "-i", str(inventory), str(playbook), *args], env, tmp_path)
+    argv = [str(PLAYBOOK), "-i", str(inventory), *args, str(playbook)]
+    return run_once_more_on_hang(argv, env, tmp_path, timeout=timeout)
 
 
 def run_once_more_on_hang(argv, env, cwd, timeout=150):

@@ -3,7 +3,6 @@ as the host, the lab mirror's files over file://; nothing is installed)."""
 
 import base64
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -11,10 +10,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _playbook import run_once_more_on_hang  # noqa: E402
+from _playbook import PLAYBOOK, ansible_playbook  # noqa: E402
 
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
-COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gpucluster" / "fabric").is_dir())
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "cuda_repo"
 DEB = FIXTURES / "signed" / "compute" / "cuda" / "repos" / "debian12" / "x86_64" / "cuda-keyring_1.1-1_all.deb"
 LAB_KEY = "2DAB59B7E049DB922CEBF45F52D59CBD1C0AA271"
@@ -53,15 +50,9 @@ def _probe(tmp_path, deb):
     out = tmp_path / "result.json"
     playbook = tmp_path / "probe.yml"
     playbook.write_text(PLAY.format(fixtures=FIXTURES, key=LAB_KEY, deb=deb, root=root, out=out))
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-        ANSIBLE_HOME=str(tmp_path / "home"),
-        ANSIBLE_NOCOLOR="1",
+    run = ansible_playbook(
+        tmp_path, "localhost,", playbook, "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"
     )
-    argv = [str(PLAYBOOK), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"]
-    run = run_once_more_on_hang([*argv, str(playbook)], env, tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     return json.loads(out.read_text()), run.stdout
 

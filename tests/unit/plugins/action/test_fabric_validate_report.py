@@ -157,11 +157,11 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
     assert "changed=1" not in again.stdout
 
 
-def test_health_tier_takes_ten_task_slots(tmp_path):
+def test_health_tier_takes_nine_task_slots(tmp_path):
     run = _run(tmp_path, "-e", '{"fabric_validate_tiers": ["health"], "fabric_validate_fail_on_failure": false}')
     assert run.returncode == 0, run.stdout + run.stderr
     tasks = _tasks(run)
-    assert len(tasks) == 10, tasks
+    assert len(tasks) == 9, tasks
     assert json.loads((tmp_path / "reports" / "fixed" / "report.json").read_text())["hosts"]["vm1"]["rdma"] == []
 
 
@@ -169,8 +169,8 @@ def test_check_mode_reports_and_writes_nothing(tmp_path):
     run = _run(tmp_path, "--check")
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
-    assert "check mode: fabric_validate read the hosts as they are now" in out
-    assert "failed check(s) are reported, not enforced." in out
+    assert "check mode: the hosts were read as they are now, before the changes this run would make" in out
+    assert "failed check(s) are reported, not enforced, and no report was written" in out
     assert not (tmp_path / "reports").exists()
 
 
@@ -185,7 +185,7 @@ def test_each_step_runs_alone_in_check_mode(tmp_path, step):
         "collect": "Record what was read",
         "rdma": "Record the client's and the server's results",
         "nccl": "Record the benchmark's output, or why none ran",
-        "report": "Say that a check-mode validation judges the current state",
+        "report": "Show the result",
     }[step]
     assert expected in tasks, tasks
 

@@ -4,19 +4,13 @@ The roles checked are limited with gpucluster_roles to rdma_core and nccl, whose
 (dpkg, apt-cache): the others probe hardware or download from NVIDIA's repository.
 """
 
-import os
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).parent))
-from _playbook import run_once_more_on_hang  # noqa: E402
+from _playbook import ansible_playbook, needs_playbook  # noqa: E402
 
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
-COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gpucluster" / "fabric").is_dir())
-
-pytestmark = pytest.mark.skipif(not PLAYBOOK.is_file(), reason="no ansible-playbook next to this Python")
+pytestmark = needs_playbook
 
 # A site playbook of a user's own: the collection's preflight, then the user's plays (here: a report of what it
 # recorded, where the user would apply gpucluster.fabric.rdma_core and gpucluster.fabric.nccl).
@@ -44,15 +38,7 @@ def _run(tmp_path, hosts, group_vars=None):
     inventory.write_text("\n".join(lines) + "\n")
     playbook = tmp_path / "site.yml"
     playbook.write_text(USER_PLAYBOOK)
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-        ANSIBLE_HOME=str(tmp_path / "home"),
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_NOCOLOR="1",
-    )
-    return run_once_more_on_hang([str(PLAYBOOK), "-i", str(inventory), str(playbook)], env, tmp_path, timeout=300)
+    return ansible_playbook(tmp_path, inventory, playbook, timeout=300)
 
 
 def test_rdma_core_and_nccl_only_pass_without_fabric_variables(tmp_path):

@@ -127,7 +127,7 @@ def test_other_modes_and_foreign_entries():
     assert gpudirect_outcome({"facts": {}}, None, SETTINGS)["record"]["mode"] == "none"
 
 
-def test_interface_modules_and_probe_errors():
+def test_interface_modules():
     from ansible_collections.gpucluster.fabric.plugins.filter.rdma import FilterModule
 
     filters = FilterModule().filters()
@@ -138,10 +138,3 @@ def test_interface_modules_and_probe_errors():
         "rdma_rxe"
     ]
     assert modules([{"name": "eth2", "kind": "roce", "softroce": ""}, "garbage"]) == []
-    errors = filters["rdma_modules_probe_errors"]
-    probe = {"errors": ["no NVIDIA driver"], "load_errors": ["modprobe cannot load zz"]}
-    assert errors(probe, "peermem") == [
-        "rdma_modules_gpudirect_mode=peermem: no NVIDIA driver",
-        "modprobe cannot load zz",
-    ]
-    assert errors({}, "auto") == []

@@ -484,3 +484,14 @@ def test_wanted_modules_and_runtime_load():
     message = gd.dry_run_error(["ib_core", "zz"], "6.1.0", "modprobe: FATAL: Module zz not found.\n")
     assert message.startswith("modprobe cannot load ib_core zz on kernel 6.1.0: modprobe: FATAL: Module zz not found.")
     assert "rdma_modules_runtime_load=false" in message
+
+
+def test_probe_problems_name_the_host_and_the_mode_variable():
+    from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import probe_problems
+
+    assert probe_problems(["no NVIDIA driver"], ["modprobe cannot load zz"], "peermem", "gpu01") == [
+        "gpu01: rdma_modules_gpudirect_mode=peermem: no NVIDIA driver",
+        "gpu01: modprobe cannot load zz",
+    ]
+    assert probe_problems(["no NVIDIA driver"], [], "dmabuf") == ["rdma_modules_gpudirect_mode=dmabuf: no NVIDIA driver"]
+    assert probe_problems([], [], "auto", "gpu01") == []
