@@ -43,7 +43,8 @@ class FilterModule:
             "fabric_rdma_part": rdma_part,
             "fabric_perftest_argv": perftest_argv,
             "fabric_rdma_round_record": rdma_round_record,
-            "fabric_preflight_errors": preflight_errors,
+            # One mapping of the role's inputs, named as preflight_errors' parameters.
+            "fabric_preflight_errors": lambda inputs: preflight_errors(**inputs),
             "fabric_merge_thresholds": merge_thresholds,
             "fabric_evaluate": evaluate,
             "fabric_expected_mtus": expected_interface_mtus,

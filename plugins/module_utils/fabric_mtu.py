@@ -411,8 +411,9 @@ def fabric_sysctls(interfaces, peers, multirail="auto", multirail_sysctls=None, 
     ``interfaces``: the ``fabric_interfaces`` list (its length is the rail count; anything but a list counts 0).
     ``multirail``: ``enabled``, ``disabled`` or ``auto`` (two rails or more) applies ``multirail_sysctls``.
     ``neigh_tuning``: net.ipv4/ipv6.neigh.default.gc_thresh1/2/3 from ``peers`` x rails (``neigh_gc_thresholds``),
-    for a host with at least one rail.
+    for a host with at least one rail (a bool, or the strings -e and AWX surveys pass: "true", "false", ...).
     """
+    neigh_tuning = parse_bool(neigh_tuning)
     rails = len(interfaces) if isinstance(interfaces, list) else 0
     result = {}
     if multirail == "enabled" or (multirail == "auto" and rails > 1):

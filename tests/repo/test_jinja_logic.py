@@ -42,3 +42,8 @@ def test_prose_with_short_interpolations_and_templates_pass(tmp_path):
     )
     assert jinja_logic.long_logic(root) == []
     assert jinja_logic.main([str(root)]) == 0
+
+
+def test_the_collection_has_no_jinja_logic_over_the_limit():
+    found = jinja_logic.long_logic(ROOT)
+    assert not found, [f"{e.path}:{e.line}: {length}" for length, e in found]

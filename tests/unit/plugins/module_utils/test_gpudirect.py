@@ -493,5 +493,7 @@ def test_probe_problems_name_the_host_and_the_mode_variable():
         "gpu01: rdma_modules_gpudirect_mode=peermem: no NVIDIA driver",
         "gpu01: modprobe cannot load zz",
     ]
-    assert probe_problems(["no NVIDIA driver"], [], "dmabuf") == ["rdma_modules_gpudirect_mode=dmabuf: no NVIDIA driver"]
+    assert probe_problems(["no NVIDIA driver"], [], "dmabuf") == [
+        "rdma_modules_gpudirect_mode=dmabuf: no NVIDIA driver"
+    ]
     assert probe_problems([], [], "auto", "gpu01") == []
