@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROLE = Path(__file__).resolve().parents[3] / "roles" / "fabric_validate"
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "fabric_validate"
 template = pytest.importorskip("ansible.template")
+pytestmark = pytest.mark.usefixtures("collection_loader")
 
 
 def _render(expression, variables):
@@ -22,9 +23,11 @@ def _render(expression, variables):
     return templar.template(template.trust_as_template(expression))
 
 
-def _trusted(variables):
+def _trusted(value):
     """Task vars as Ansible loads them from the role: templates, rendered where they are used."""
-    return {name: template.trust_as_template(value) for name, value in variables.items()}
+    if isinstance(value, dict):
+        return {name: _trusted(item) for name, item in value.items()}
+    return template.trust_as_template(value) if isinstance(value, str) else value
 
 
 def _task(tasks_file, task_name):
@@ -32,9 +35,11 @@ def _task(tasks_file, task_name):
     return next(t for t in tasks if t["name"] == task_name)
 
 
-COMMON = {"__fabric_validate_test": "ib_write_bw", "ansible_check_mode": False, "__fabric_validate_live": True}
+COMMON = {"__fabric_validate_test": "ib_write_bw", "ansible_check_mode": False}
 RECORD = "Record the client's and the server's results"
 OUTPUT = {"stdout": "65536 1000 0.02 0.01 0.00", "stderr": "warning", "rc": 0}
+PAIR = {"server": "vm2", "client": "vm1"}
+SKIPPED = {"skipped": True}
 
 
 @pytest.mark.parametrize(
@@ -42,18 +47,18 @@ OUTPUT = {"stdout": "65536 1000 0.02 0.01 0.00", "stderr": "warning", "rc": 0}
     [
         (
             {
-                "__fabric_validate_connect": [{"server": "vm2"}],
-                "__fabric_validate_serve": [],
+                "__fabric_validate_part": {"serve": [], "connect": [PAIR], "live": True},
                 "__fabric_validate_client": OUTPUT,
-                "__fabric_validate_server_job": {"skipped": True},
+                "__fabric_validate_server_job": SKIPPED,
+                "__fabric_validate_server": SKIPPED,
             },
             "rdma",
             "rdma_served",
         ),
         (
             {
-                "__fabric_validate_connect": [],
-                "__fabric_validate_serve": [{"client": "vm1"}],
+                "__fabric_validate_part": {"serve": [PAIR], "connect": [], "live": True},
+                "__fabric_validate_client": SKIPPED,
                 "__fabric_validate_server_job": {"ansible_job_id": "j1"},
                 "__fabric_validate_server": OUTPUT,
             },
