@@ -1,0 +1,74 @@
+"""What `ansible-galaxy collection build` puts into the tarball users install: the collection, never a secret, the
+lab or the developer's tools, and nothing git does not track."""
+
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GALAXY = Path(sys.executable).parent / "ansible-galaxy"
+
+# Files a user must not get: secrets (the example vault's password), the lab (its inventory holds OpenSM keys in
+# the clear), the developer's tools and build outputs.
+FORBIDDEN_PREFIXES = (
+    "inventories/lab/",
+    "tests/lab/",
+    "tests/repo/",
+    "tests/bench/",
+    "tests/integration/",
+    "molecule/",
+    "tools/",
+    ".ci/",
+    ".build/",
+    ".venv",
+    "reports/",
+)
+FORBIDDEN_SUFFIXES = (".vault-password", ".tar.gz", ".pyc")
+REQUIRED = ("MANIFEST.json", "FILES.json", "meta/runtime.yml", "playbooks/site.yml", "README.md", "LICENSE")
+
+
+@pytest.fixture(scope="module")
+def members(tmp_path_factory):
+    if not GALAXY.is_file():
+        pytest.skip("no ansible-galaxy next to this Python")
+    out = tmp_path_factory.mktemp("tarball")
+    run = subprocess.run(
+        [str(GALAXY), "collection", "build", "--force", "--output-path", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    (tarball,) = out.glob("*.tar.gz")
+    with tarfile.open(tarball) as archive:
+        return [m.name for m in archive.getmembers() if m.isfile()]
+
+
+def test_no_secret_lab_or_tool_file_is_shipped(members):
+    shipped = [
+        name
+        for name in members
+        if name.startswith(FORBIDDEN_PREFIXES) or name.endswith(FORBIDDEN_SUFFIXES) or "/__pycache__/" in name
+    ]
+    assert shipped == [], shipped
+
+
+def test_the_collection_itself_is_shipped(members):
+    assert set(REQUIRED) <= set(members)
+    roles = {path.parent.parent.name for path in (ROOT / "roles").glob("*/tasks/main.yml")}
+    assert roles and all(f"roles/{role}/tasks/main.yml" in members for role in roles)
+    plugins = {
+        str(path.relative_to(ROOT)) for path in (ROOT / "plugins").rglob("*.py") if "__pycache__" not in path.parts
+    }
+    assert plugins - set(members) == set()
+
+
+def test_only_files_git_tracks_are_shipped(members):
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = set(subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True).stdout.split())
+    untracked = [name for name in members if name not in tracked and name not in ("MANIFEST.json", "FILES.json")]
+    assert untracked == [], f"the build would ship files git does not track: {untracked}"
