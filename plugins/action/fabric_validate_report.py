@@ -132,7 +132,8 @@ class ActionModule(ActionBase):
             if not args.get(required):
                 raise AnsibleActionFail(f"fabric_validate_report: {required} is required")
         report, failures = build_report(args)
-        run_dir = os.path.join(str(args["report_dir"]), str(report["run_id"]))
+        # Relative to where ansible-playbook runs, never inside a playbook's or an installed collection's directory.
+        run_dir = os.path.join(os.path.abspath(os.path.expanduser(str(args["report_dir"]))), str(report["run_id"]))
         contents = {"report.json": to_nice_json(report, indent=2) + "\n"}
         for template, name in TEMPLATES:
             contents[name] = self._render(str(args["templates"]), template, report, task_vars)
@@ -150,6 +151,9 @@ class ActionModule(ActionBase):
             checks=report["checks"],
             failures=failures,
         )
+        # Kept by AWX/AAP as the job's artifacts (set_stats' mechanism): the outcome outlives the execution environment.
+        outcome = {name: result[name] for name in ("run_id", "run_dir", "files", "summary", "failures")}
+        result["ansible_stats"] = {"data": {"fabric_validate": outcome}, "per_host": False, "aggregate": False}
         if self._task.check_mode:
             return result
         os.makedirs(run_dir, exist_ok=True)

@@ -13,6 +13,9 @@ description:
     C(plot.png).
   - Meant for role fabric_validate with C(run_once). Runs on the controller only and reports no change (the report is
     the run's output, not state on the hosts). In check mode nothing is written.
+  - The run's outcome is also returned as custom statistics (what M(ansible.builtin.set_stats) sets), under the key
+    C(fabric_validate) - run_id, run_dir, files, summary and failures - so that AWX/AAP keeps it as the job's
+    artifacts, which outlive the execution environment the report directory was written in.
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (@gpucluster)
 requirements:
@@ -23,7 +26,9 @@ options:
     type: str
     required: true
   report_dir:
-    description: Directory on the controller below which the run's directory is written.
+    description:
+      - Directory on the controller below which the run's directory is written. A relative path is relative to the
+        directory ansible-playbook runs in (the controller's working directory), never to a playbook or collection.
     type: path
     required: true
   templates:

@@ -257,3 +257,21 @@ def test_fleet_failures_go_to_every_host():
         "n1": ["fleet: outliers/x measured 1, threshold 2 - m"],
         "n2": ["fleet: outliers/x measured 1, threshold 2 - m"],
     }
+
+
+def test_a_relative_report_dir_is_below_the_working_directory_and_the_outcome_is_a_stat(tmp_path, monkeypatch):
+    # The playbook lives elsewhere (as in an installed collection): the report lands where ansible-playbook runs.
+    _inventory(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    playbook = tmp_path / "elsewhere" / "play.yml"
+    playbook.write_text(PLAY)
+    monkeypatch.setenv("ANSIBLE_SHOW_CUSTOM_STATS", "true")
+    extra = '{"fabric_validate_report_dir": "rel-reports", "fabric_validate_fail_on_failure": false}'
+    run = ansible_playbook(tmp_path, tmp_path / "hosts.json", playbook, "-e", extra)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert (tmp_path / "rel-reports" / "fixed" / "report.json").is_file()
+    assert not (tmp_path / "elsewhere" / "rel-reports").exists()
+    # AWX/AAP keeps custom stats as the job's artifacts.
+    stats = out.split("CUSTOM STATS:", 1)[1]
+    assert "fabric_validate" in stats and str(tmp_path / "rel-reports" / "fixed") in stats, stats
