@@ -10,7 +10,7 @@ description:
   - Returns the RDMA devices and ports (as M(gpucluster.fabric.ib_port_info)), the GPUs and GPU to NIC affinity (as
     M(gpucluster.fabric.gpu_topology_info)), the content of C(nccl.conf) and the MTU of every expected interface.
   - Role fabric_validate calls it once per host. A port that is C(LinkUp) but C(INIT) or C(ARMED) waits for the
-    subnet manager (one just started may not have swept every port yet): with O(settle_seconds), the RDMA devices
+    subnet manager (one just started may not have swept every port yet); with O(settle_seconds), the RDMA devices
     are read again every O(settle_delay) seconds while such a port remains, and the last read is returned (running
     out of time is for the caller to judge, not a failure).
   - Reads only; never changes anything. Safe in check mode.
