@@ -1,24 +1,10 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Documentation shared by the modules that read a host through plugins/module_utils/fabric_probe.py."""
+"""Options shared by the modules that read a host through plugins/module_utils/fabric_probe.py (their attributes
+are in the attributes fragment)."""
 
 
 class ModuleDocFragment:
-    # Read-only probes: safe in check mode, nothing to diff.
-    DOCUMENTATION = r"""
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in --diff mode) when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: N/A
-    platforms: posix
-"""
-
     # The options of fabric_probe.RDMA_ARGUMENT_SPEC.
     RDMA = r"""
 options:

@@ -2,10 +2,10 @@
 # Apache License 2.0 (see LICENSE)
 """Filters for parsing perftest / nccl-tests output and for the fabric_validate role's evaluation.
 
-Public: perftest_parse, nccl_tests_parse (documented in perftest_parse.yml / nccl_tests_parse.yml).
-Used by roles/fabric_validate: fabric_rdma_rounds, fabric_rdma_part, fabric_perftest_argv, fabric_rdma_round_record,
-fabric_preflight_errors, fabric_merge_thresholds, fabric_evaluate, fabric_failure_lines, fabric_plot_series
-(see plugins/module_utils/fabric_checks.py).
+Public: perftest_parse, nccl_tests_parse. Used by roles/fabric_validate: fabric_rdma_rounds, fabric_rdma_part,
+fabric_perftest_argv, fabric_rdma_round_record, fabric_preflight_errors, fabric_merge_thresholds, fabric_evaluate,
+fabric_expected_mtus, fabric_failure_lines, fabric_plot_series (logic in plugins/module_utils/fabric_checks.py).
+Each filter is documented in <name>.yml.
 """
 
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (

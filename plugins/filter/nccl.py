@@ -1,47 +1,11 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
+"""Filters of roles nccl and cuda_repo: NCCL versions, nccl.conf, apt and OpenPGP parsing (each documented in
+<name>.yml; logic in module_utils)."""
 
-
-DOCUMENTATION = r"""
-name: nccl_package_version
-short_description: NVIDIA's libnccl2 package version for an NCCL release and CUDA version
-description:
-  - Returns C(2.21.5-1+cuda12.4) for C('2.21.5') and C('12.4'). The companion filters of this file
-    (C(nccl_version_errors), C(nccl_conf), C(nccl_feature_report), C(nccl_parse_package_version),
-    C(nccl_parse_dpkg_query), C(nccl_parse_madison), C(nccl_parse_package_index), C(apt_release_index_sha256),
-    C(nccl_version_code),
-    C(openpgp_fingerprint)) return validation results for the nccl and cuda_repo roles' preflight.
-positional: _input, cuda_version, revision
-options:
-  _input:
-    description: NCCL release, X.Y.Z (string).
-    type: str
-    required: true
-  cuda_version:
-    description: CUDA major.minor (string).
-    type: str
-    required: true
-  revision:
-    description: Debian revision of NVIDIA's package.
-    type: int
-    default: 1
-author:
-  - gpucluster.fabric contributors
-"""
-
-EXAMPLES = r"""
-nccl_package: "{{ '2.21.5' | gpucluster.fabric.nccl_package_version('12.4') }}"  # 2.21.5-1+cuda12.4
-"""
-
-RETURN = r"""
-_value:
-  description: The Debian version string.
-  type: str
-"""
-
-from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import nccl  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.openpgp import normalize_fingerprint  # noqa: E402
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpucluster.fabric.plugins.module_utils import nccl
+from ansible_collections.gpucluster.fabric.plugins.module_utils.openpgp import normalize_fingerprint
 
 
 def nccl_package_version(nccl_version, cuda_version, revision=1):

@@ -18,7 +18,7 @@ options:
     type: raw
     required: true
 author:
-  - gpucluster.fabric contributors
+  - gpucluster.fabric maintainers (@gpucluster)
 """
 
 EXAMPLES = r"""

@@ -1,46 +1,10 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
+"""Filters of the site preflight: argument_spec_without_defaults and site_roles (each documented in <name>.yml)."""
 
+import difflib
 
-DOCUMENTATION = r"""
-name: argument_spec_without_defaults
-short_description: A role's argument spec options with every default removed
-description:
-  - Takes the parsed C(meta/argument_specs.yml) of a role and an entry point, and returns that entry point's options
-    with C(default) removed at every level (suboptions included).
-  - Used by the site playbook's preflight (C(gpucluster.fabric.preflight)) to check the values an inventory
-    I(provides) with M(ansible.builtin.validate_argument_spec) outside the role, where the role's own defaults
-    (often templates such as C({{ fabric_interfaces | default([]) }})) are neither loaded nor templated.
-positional: _input, entry_point
-options:
-  _input:
-    description: The parsed argument_specs.yml (a mapping with key C(argument_specs)).
-    type: dict
-    required: true
-  entry_point:
-    description: Entry point name.
-    type: str
-    default: main
-author:
-  - gpucluster.fabric contributors
-"""
-
-EXAMPLES = r"""
-- name: Check the values an inventory gives role rdma_core
-  ansible.builtin.validate_argument_spec:
-    argument_spec: "{{ lookup('ansible.builtin.file', 'roles/rdma_core/meta/argument_specs.yml') | from_yaml
-                       | gpucluster.fabric.argument_spec_without_defaults }}"
-"""
-
-RETURN = r"""
-_value:
-  description: The options mapping, without defaults.
-  type: dict
-"""
-
-import difflib  # noqa: E402
-
-from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible.errors import AnsibleFilterError
 
 # What site.yml applies, in its order: every role on GPU nodes but opensm, which runs on the subnet managers.
 SITE_ROLES = ("rdma_core", "rdma_modules", "cuda_repo", "nccl", "fabric_interfaces", "opensm", "fabric_validate")

@@ -1,47 +1,13 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Input checks of roles rdma_core and rdma_modules: every problem as one message each, all at once."""
+"""Input checks of roles rdma_core and rdma_modules (every problem as one message each, all at once), the GPUDirect
+RDMA outcome and the interfaces' kernel modules; each filter is documented in <name>.yml."""
 
 import json
 import re
 
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import interface_modules
 from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import valid_module_name
-
-DOCUMENTATION = r"""
-name: rdma_core_input_errors
-short_description: Every problem in role rdma_core's input, one message each
-description:
-  - Returns a list of messages (empty when the input is good) for an unsupported OS family, a malformed
-    C(rdma_core_memlock) and malformed names in C(rdma_core_extra_packages) or C(rdma_core_services).
-  - Companion filter C(rdma_modules_input_errors) does the same for role rdma_modules (softdep entries, kernel
-    module names).
-positional: _input
-options:
-  _input:
-    description: C({os_family, distribution, supported_families, memlock, extra_packages, services}).
-    type: dict
-    required: true
-author:
-  - gpucluster.fabric contributors
-"""
-
-EXAMPLES = r"""
-- name: Check the rdma_core input
-  ansible.builtin.assert:
-    that: __errors | length == 0
-    fail_msg: "{{ __errors | join('\n') }}"
-  vars:
-    __errors: "{{ {'memlock': rdma_core_memlock, 'extra_packages': [], 'services': []}
-                  | gpucluster.fabric.rdma_core_input_errors }}"
-"""
-
-RETURN = r"""
-_value:
-  description: One message per problem, naming the variable and the fix.
-  type: list
-  elements: str
-"""
 
 _MEMLOCK = re.compile(r"unlimited|infinity|[0-9]+")
 _UNIT_OR_PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_@:-]*")

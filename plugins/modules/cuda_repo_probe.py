@@ -27,6 +27,9 @@ description:
     its bytes to the module.
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.posix
 options:
   base_url:
     description: Base URL holding C(compute/cuda/repos/<distro>/<arch>/) (C(https://), C(http://) or C(file://)).

@@ -25,6 +25,10 @@ options:
     choices: [error, warn, ignore]
     default: error
 author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.info_module
+  - gpucluster.fabric.attributes.controller
 """
 
 EXAMPLES = r"""

@@ -41,6 +41,15 @@ options:
     type: path
     default: /sys
 author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.posix
+attributes:
+  check_mode:
+    support: full
+    details: In check mode it reports what it would change and changes nothing.
+  diff_mode:
+    support: none
 """
 
 EXAMPLES = r"""

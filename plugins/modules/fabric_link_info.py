@@ -43,6 +43,10 @@ options:
     type: path
     default: /
 author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.info_module
+  - gpucluster.fabric.attributes.posix
 """
 
 EXAMPLES = r"""

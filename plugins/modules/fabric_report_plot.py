@@ -13,7 +13,7 @@ description:
     C(gpucluster.fabric.fabric_plot_series) filter.
   - Fails with a clear message when matplotlib is not installed on the Python that runs it.
 version_added: 0.1.0
-author: gpucluster.fabric maintainers (!UNKNOWN)
+author: gpucluster.fabric maintainers (@gpucluster)
 requirements:
   - matplotlib
 options:

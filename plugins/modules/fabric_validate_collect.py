@@ -37,7 +37,9 @@ options:
     type: int
     default: 3
 extends_documentation_fragment:
-  - gpucluster.fabric.fabric_probe
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.info_module
+  - gpucluster.fabric.attributes.posix
   - gpucluster.fabric.fabric_probe.rdma
   - gpucluster.fabric.fabric_probe.gpu
 notes:

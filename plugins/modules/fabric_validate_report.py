@@ -18,6 +18,15 @@ description:
     artifacts, which outlive the execution environment the report directory was written in.
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.controller
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the hosts are judged and the result returned, and no file is written.
+  diff_mode:
+    support: none
 requirements:
   - matplotlib (on the controller, for the plot)
 options:

@@ -13,7 +13,7 @@ description:
     are flagged - NCCL will not use GPUDirect RDMA for them.
   - Reads only. Safe in check mode. A host without C(nvidia-smi) returns RV(gpu_present=false) with a reason.
 version_added: 0.1.0
-author: gpucluster.fabric maintainers (!UNKNOWN)
+author: gpucluster.fabric maintainers (@gpucluster)
 options:
   topo_text:
     description:
@@ -25,7 +25,9 @@ options:
       - Captured C(nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv) output.
     type: str
 extends_documentation_fragment:
-  - gpucluster.fabric.fabric_probe
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.info_module
+  - gpucluster.fabric.attributes.posix
   - gpucluster.fabric.fabric_probe.gpu
 """
 

@@ -19,6 +19,10 @@ description:
   - Reads only; never changes anything. Safe in check mode.
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.info_module
+  - gpucluster.fabric.attributes.posix
 options:
   root:
     description:
@@ -83,13 +87,6 @@ options:
     description: Host name each line of the failure message starts with (the role passes C(inventory_hostname)).
     type: str
     default: ""
-attributes:
-  check_mode:
-    description: Reads only, so check mode returns the same facts and decision.
-    support: full
-  diff_mode:
-    description: Changes nothing, so there is no diff.
-    support: none
 notes:
   - Debian and Ubuntu (dpkg) only for the rdma-core and NCCL versions.
 """

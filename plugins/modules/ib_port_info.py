@@ -14,9 +14,11 @@ description:
     supplies it for every port. RV(devices[].ports[].active_mtu_source) says which one was used.
   - Reads only; never changes anything. Safe in check mode.
 version_added: 0.1.0
-author: gpucluster.fabric maintainers (!UNKNOWN)
+author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
-  - gpucluster.fabric.fabric_probe
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.info_module
+  - gpucluster.fabric.attributes.posix
   - gpucluster.fabric.fabric_probe.rdma
 notes:
   - A host without RDMA devices returns RV(rdma_present=false); callers should report it as skipped, not passed.

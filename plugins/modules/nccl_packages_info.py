@@ -46,6 +46,10 @@ options:
     type: bool
     default: false
 author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.info_module
+  - gpucluster.fabric.attributes.posix
 """
 
 EXAMPLES = r"""

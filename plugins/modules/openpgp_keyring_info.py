@@ -12,18 +12,15 @@ description:
     returns the fingerprints of its primary keys and subkeys. Needs no gpg binary. Never changes anything.
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.info_module
+  - gpucluster.fabric.attributes.posix
 options:
   path:
     description: Keyring file on the target.
     type: path
     required: true
-attributes:
-  check_mode:
-    description: Reads only, so check mode returns the same fingerprints.
-    support: full
-  diff_mode:
-    description: Changes nothing, so there is no diff.
-    support: none
 """
 
 EXAMPLES = r"""

@@ -30,6 +30,10 @@ options:
     type: list
     elements: dict
 author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.info_module
+  - gpucluster.fabric.attributes.controller
 """
 
 EXAMPLES = r"""
