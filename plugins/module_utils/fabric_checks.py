@@ -248,7 +248,15 @@ def _rdma_port(data, device_name=None):
 def health_checks(host, data, expected):
     checks = []
     ib = data.get("ib") or {}
-    if not ib.get("rdma_present"):
+    declared = [i["name"] for i in data.get("interfaces") or [] if isinstance(i, Mapping) and i.get("name")]
+    if not ib.get("rdma_present") and declared:
+        # Declared fabric interfaces (IPoIB or RoCE) need an RDMA device: its absence is a fault, not "not measured".
+        message = (
+            f"no RDMA device, but fabric_interfaces declares {', '.join(declared)}; check that the HCA is seen "
+            "(lspci) and its driver loaded (role rdma_modules), or remove the interfaces from fabric_interfaces"
+        )
+        checks.append(_check(host, "health", "rdma.device", "failed", message, measured=0, threshold=len(declared)))
+    elif not ib.get("rdma_present"):
         checks.append(_check(host, "health", "rdma.device", "skipped", "skipped: no RDMA device"))
     else:
         for device, port in _ports(data):

@@ -178,6 +178,15 @@ def test_absent_hardware_is_skipped_never_passed(fixture_text):
     assert result["summary"]["passed"] == 0
 
 
+def test_declared_rdma_rails_without_an_rdma_device_fail():
+    rails = [{"name": f"ib{i}", "expected_mtu": 4092, "mtu": None} for i in range(8)]
+    no_rdma = {"rdma_present": False, "devices": [], "modules_loaded": {}}
+    hosts = {"gpu01": {"ib": no_rdma, "gpu": {"gpu_present": False}, "interfaces": rails}}
+    check = _by(evaluate(hosts, _config(["health"])), "gpu01", "rdma.device")
+    assert check["status"] == "failed" and (check["measured"], check["threshold"]) == (0, 8)
+    assert "fabric_interfaces declares ib0, ib1, ib2, ib3, ib4, ib5, ib6, ib7" in check["message"]
+
+
 def test_rdma_bw_fails_below_fraction_of_port_rate(fixture_text):
     hosts = {
         "vm1": {
