@@ -222,8 +222,12 @@ def test_build_report_judges_and_lists_each_hosts_failures():
     assert report["summary"]["total"] == len(report["checks"])
     assert ("n3", "host.reached", "failed") in [(c["host"], c["check"], c["status"]) for c in report["checks"]]
     assert sorted(failures) == ["n1", "n2"]
+    # n1 declares eth1 but has no RDMA device: that fails too, before the interface's MTU.
     assert failures["n1"] == [
-        "n1: health/interface.mtu[eth1] measured 1500 B, threshold 4200 B - interface eth1 MTU 1500, expected 4200"
+        "n1: health/rdma.device measured 0, threshold 1 - no RDMA device, but fabric_interfaces declares eth1; check"
+        " that the HCA is seen (lspci) and its driver loaded (role rdma_modules), or remove the interfaces from"
+        " fabric_interfaces",
+        "n1: health/interface.mtu[eth1] measured 1500 B, threshold 4200 B - interface eth1 MTU 1500, expected 4200",
     ]
     assert failures["n2"] == []
 
