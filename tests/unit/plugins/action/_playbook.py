@@ -32,17 +32,22 @@ def ansible_playbook(tmp_path, inventory, playbook, *args, roles_path=None, time
     return run_once_more_on_hang(argv, env, tmp_path, timeout=timeout)
 
 
-def run_once_more_on_hang(argv, env, cwd, timeout=150):
-    """ansible-playbook, run a second time if the first hangs.
+def run_once_more_on_hang(argv, env, cwd, timeout=150, attempts=3):
+    """ansible-playbook, run again if it hangs (up to ``attempts`` runs in all).
 
     Early ansible-core 2.19 releases (the oldest this collection supports, which `make matrix` tests) can lose their
-    results thread to an exception in _convert_wire_task_result_to_raw and then wait for ever
-    (https://github.com/ansible/ansible/issues/85879; seen once here under load). A hang is retried once, with the
-    first run's output kept in the second's stderr; a second hang fails the test.
+    results thread to a KeyError in _convert_wire_task_result_to_raw and then wait for ever
+    (https://github.com/ansible/ansible/issues/85879, https://github.com/ansible/ansible/issues/86027; seen here under
+    load, twice in a row once). A hang is retried, with the earlier runs' fate kept in the last one's stderr; a hang
+    of every attempt fails the test.
     """
-    try:
-        return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
-        proc.stderr = f"(a first run hung for {timeout} s and was killed)\n{proc.stderr}"
+    hung = []
+    for _attempt in range(attempts):
+        try:
+            proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            hung.append(f"(run {len(hung) + 1} hung for {timeout} s and was killed)")
+            continue
+        proc.stderr = "".join(f"{line}\n" for line in hung) + proc.stderr
         return proc
+    raise AssertionError(f"ansible-playbook hung {attempts} times in a row: {' '.join(argv)}")
