@@ -104,9 +104,8 @@ def rdma_round_record(record, test, part, results, check_mode=False):
 
     part: this host's part in the round (rdma_part); results: the registered results of the round's tasks on this
     host - client, server_job (the server's async start) and server (its collection). The client's side (judged) is
-    appended
-    to record['rdma'], the server's own output to record['rdma_served'], so a host that only served, as one of two
-    hosts does, is reported with what it served rather than as having had no peer."""
+    appended to record['rdma'], the server's own output to record['rdma_served'], so a host that only served, as one
+    of two hosts does, is reported with what it served rather than as having had no peer."""
     client, server_job, server = (results.get(name) for name in ("client", "server_job", "server"))
     record = dict(record)
     record["rdma"] = list(record.get("rdma") or [])
