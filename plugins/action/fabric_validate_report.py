@@ -3,8 +3,9 @@
 
 """Action plugin gpucluster.fabric.fabric_validate_report (documented in plugins/modules/fabric_validate_report.py).
 
-Judges every host and writes the run's report on the controller: report.json, junit.xml and summary.md (rendered
-from the templates by Ansible's templar, as the template module would) and plot.png.
+Judges every host and writes the run's report on the controller: report.json (json), junit.xml (ElementTree,
+plugins/plugin_utils/report_files.py), summary.md (rendered from its template by Ansible's templar, as the template
+module would) and plot.png.
 """
 
 import os
@@ -26,8 +27,9 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.report_plot impo
     draw_plot,
     have_matplotlib,
 )
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.report_files import junit_xml
 
-TEMPLATES = (("junit.xml.j2", "junit.xml"), ("summary.md.j2", "summary.md"))
+TEMPLATES = (("summary.md.j2", "summary.md"),)
 # What the template module renders with (its defaults): blocks trimmed, lines not stripped, Unix newlines.
 TEMPLATE_OVERRIDES = {"trim_blocks": True, "lstrip_blocks": False, "newline_sequence": "\n"}
 
@@ -113,11 +115,16 @@ class ActionModule(ActionBase):
         }
     )
 
-    def _render(self, template_dir, name, report, task_vars):
-        source = os.path.join(template_dir, name)
+    @staticmethod
+    def _managed(task_vars, name):
         managed = task_vars.get("ansible_managed")
         if managed is None:
             managed = C.config.get_config_value("DEFAULT_MANAGED_STR").format(host="", uid="", file=name)
+        return managed
+
+    def _render(self, template_dir, name, report, task_vars):
+        source = os.path.join(template_dir, name)
+        managed = self._managed(task_vars, name)
         templar = self._templar.copy_with_new_env(
             searchpath=[template_dir], available_variables={"report": report, "ansible_managed": managed}
         )
@@ -134,7 +141,10 @@ class ActionModule(ActionBase):
         report, failures = build_report(args)
         # Relative to where ansible-playbook runs, never inside a playbook's or an installed collection's directory.
         run_dir = os.path.join(os.path.abspath(os.path.expanduser(str(args["report_dir"]))), str(report["run_id"]))
-        contents = {"report.json": to_nice_json(report, indent=2) + "\n"}
+        contents = {
+            "report.json": to_nice_json(report, indent=2) + "\n",
+            "junit.xml": junit_xml(report, self._managed(task_vars, "junit.xml")),
+        }
         for template, name in TEMPLATES:
             contents[name] = self._render(str(args["templates"]), template, report, task_vars)
         files = [os.path.join(run_dir, name) for name in (*contents, "plot.png")]

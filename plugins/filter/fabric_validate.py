@@ -22,6 +22,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.nccl_tests import parse_nccl_tests
 from ansible_collections.gpucluster.fabric.plugins.module_utils.perftest import parse_perftest, summarize_perftest
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.report_files import markdown_cell
 
 
 def perftest_parse(text):
@@ -50,4 +51,5 @@ class FilterModule:
             "fabric_expected_mtus": expected_interface_mtus,
             "fabric_failure_lines": failure_lines,
             "fabric_plot_series": plot_series,
+            "fabric_md_cell": markdown_cell,
         }

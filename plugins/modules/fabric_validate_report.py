@@ -8,9 +8,9 @@ short_description: Judge the fabric validation results and write the report on t
 description:
   - Evaluates every host's collected data against the thresholds (the checks of the selected tiers, fleet outliers,
     hosts of the play that were not reached) and writes one directory per run, C(<report_dir>/<run_id>), holding
-    C(report.json), C(junit.xml), C(summary.md) (from the C(junit.xml.j2) and C(summary.md.j2) templates in
-    O(templates), rendered by Ansible's templar with the variable C(report), the content of C(report.json)) and
-    C(plot.png).
+    C(report.json), C(junit.xml) (written with Python's ElementTree, valid XML for any message), C(summary.md)
+    (from the C(summary.md.j2) template in O(templates), rendered by Ansible's templar with the variable C(report),
+    the content of C(report.json)) and C(plot.png).
   - Meant for role fabric_validate with C(run_once). Runs on the controller only and reports no change (the report is
     the run's output, not state on the hosts). In check mode nothing is written.
   - The run's outcome is also returned as custom statistics (what M(ansible.builtin.set_stats) sets), under the key
@@ -41,7 +41,7 @@ options:
     type: path
     required: true
   templates:
-    description: Directory holding C(junit.xml.j2) and C(summary.md.j2).
+    description: Directory holding C(summary.md.j2).
     type: path
     required: true
   tiers:

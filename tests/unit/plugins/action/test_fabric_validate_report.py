@@ -137,7 +137,7 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
     assert (run_dir / "report.json").read_text().endswith("}\n")
     junit = (run_dir / "junit.xml").read_text()
     assert f'<testsuites name="fabric_validate fixed" tests="{len(report["checks"])}"' in junit
-    assert '<skipped message="skipped: no RDMA device"/>' in junit
+    assert '<skipped message="skipped: no RDMA device" />' in junit
     assert "Ansible managed" in junit
     summary = (run_dir / "summary.md").read_text()
     assert "# Fabric validation fixed" in summary
