@@ -146,9 +146,12 @@ def measurements_errors(measurements):
     return [f"fabric_validate_measurements must be {MEASUREMENTS_SHAPE}; got {shown}"]
 
 
-def preflight_errors(tiers, thresholds, pairs, play_hosts, settle_seconds=0, settle_delay=1, measurements=None):
+def preflight_errors(
+    tiers, thresholds, pairs, play_hosts, settle_seconds=0, settle_delay=1, measurements=None, references=None
+):
     """Messages for bad input, each naming the variable, the value and the fix. Empty when all is well."""
     errors = measurements_errors({} if measurements is None else measurements)
+    errors.extend(reference_errors(references or []))
     if int(settle_seconds) < 0:
         errors.append(
             f"fabric_validate_port_settle_seconds={settle_seconds} must be 0 or more; "
@@ -185,6 +188,37 @@ def preflight_errors(tiers, thresholds, pairs, play_hosts, settle_seconds=0, set
                 )
         if pair and pair.get("server") == pair.get("client"):
             errors.append(f"fabric_validate_rdma_pairs[{index}] pairs {pair.get('server')!r} with itself")
+    return errors
+
+
+def reference_errors(references):
+    """Messages for busbw reference rows that cannot be used: each row needs a pattern, a shape, a figure, a source."""
+    errors = []
+    if not isinstance(references, list):
+        return [f"fabric_validate_busbw_references must be a list of rows, got {type(references).__name__}"]
+    for index, row in enumerate(references):
+        where = f"fabric_validate_busbw_references[{index}]"
+        if not isinstance(row, Mapping):
+            errors.append(f"{where}={row!r} is not a mapping; give {{gpu, gpus_per_node, busbw_gbps, source}}")
+            continue
+        try:
+            re.compile(str(row.get("gpu", "")))
+        except re.error as err:
+            errors.append(f"{where}.gpu={row.get('gpu')!r} is not a regular expression ({err})")
+        if not row.get("gpu"):
+            errors.append(f"{where}.gpu is missing: give a regular expression on the nvidia-smi name, e.g. 'H100'")
+        if not is_int(row.get("gpus_per_node")) or int(row["gpus_per_node"]) < 2:
+            errors.append(f"{where}.gpus_per_node={row.get('gpus_per_node')!r} must be an integer of 2 or more")
+        try:
+            ok = float(row.get("busbw_gbps")) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            errors.append(f"{where}.busbw_gbps={row.get('busbw_gbps')!r} must be a number of GB/s greater than 0")
+        if "size_bytes" in row and (not is_int(row["size_bytes"]) or int(row["size_bytes"]) < 1):
+            errors.append(f"{where}.size_bytes={row['size_bytes']!r} must be a whole number of bytes, e.g. 17179869184")
+        if not str(row.get("source") or "").strip():
+            errors.append(f"{where}.source is missing: name the document a reader can open for this figure")
     return errors
 
 
@@ -570,6 +604,22 @@ def nccl_checks(host, data, thresholds, references):
                 unit="GB/s",
             )
         ]
+    measured = reference_measurement(parsed, row)
+    if measured is None:
+        return [
+            _check(
+                host,
+                "nccl",
+                "nccl.all_reduce",
+                "skipped",
+                f"skipped: the busbw reference for {nranks}x {row['gpu']} applies at {row['size_bytes']} B "
+                f"({row['source']}); measured up to {parsed['largest']['size']} B "
+                f"(busbw {busbw} GB/s): set fabric_validate_nccl_max_bytes to at least {row['size_bytes']}",
+                busbw,
+                unit="GB/s",
+            )
+        ]
+    size, busbw = measured
     fraction = float(thresholds["nccl_busbw_fraction_of_reference"]["value"])
     limit = round(fraction * float(row["busbw_gbps"]), 3)
     return [
@@ -577,14 +627,30 @@ def nccl_checks(host, data, thresholds, references):
             host,
             "nccl",
             "nccl.all_reduce",
-            "passed" if busbw >= limit else "failed",
-            f"all_reduce_perf busbw {busbw} GB/s at {parsed['largest']['size']} B, threshold {limit} GB/s "
+            "passed" if busbw is not None and busbw >= limit else "failed",
+            f"all_reduce_perf busbw {busbw} GB/s at {size} B, threshold {limit} GB/s "
             f"({fraction} x {row['busbw_gbps']} GB/s reference for {nranks}x {row['gpu']}: {row['source']})",
             busbw,
             limit,
             "GB/s",
         )
     ]
+
+
+def reference_measurement(parsed, row):
+    """(size, busbw) to compare with a reference row: at the row's size_bytes, else the smallest larger size.
+
+    A row without size_bytes compares the largest size measured. None when every measured size is smaller than the
+    row's: busbw grows with the message size, so a smaller one would fail a healthy fabric.
+    """
+    wanted = row.get("size_bytes")
+    if not wanted:
+        return parsed["largest"]["size"], parsed["largest"]["busbw_gbps"]
+    candidates = [r for r in parsed["results"] if r["size"] >= int(wanted)]
+    if not candidates:
+        return None
+    chosen = min(candidates, key=lambda r: r["size"])
+    return chosen["size"], primary(chosen)["busbw_gbps"]
 
 
 def outlier_checks(checks, thresholds, min_hosts=3):

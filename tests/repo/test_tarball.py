@@ -31,7 +31,7 @@ REQUIRED = ("MANIFEST.json", "FILES.json", "meta/runtime.yml", "playbooks/site.y
 
 
 @pytest.fixture(scope="module")
-def members(tmp_path_factory):
+def tarball(tmp_path_factory):
     if not GALAXY.is_file():
         pytest.skip("no ansible-galaxy next to this Python")
     out = tmp_path_factory.mktemp("tarball")
@@ -42,7 +42,12 @@ def members(tmp_path_factory):
         check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    (tarball,) = out.glob("*.tar.gz")
+    (built,) = out.glob("*.tar.gz")
+    return built
+
+
+@pytest.fixture(scope="module")
+def members(tarball):
     with tarfile.open(tarball) as archive:
         return [m.name for m in archive.getmembers() if m.isfile()]
 
@@ -72,3 +77,17 @@ def test_only_files_git_tracks_are_shipped(members):
     tracked = set(subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True).stdout.split())
     untracked = [name for name in members if name not in tracked and name not in ("MANIFEST.json", "FILES.json")]
     assert untracked == [], f"the build would ship files git does not track: {untracked}"
+
+
+def test_no_shipped_file_cites_a_file_users_do_not_have(tarball):
+    # The project's own notes (FACTS.md, the seed blog) live outside the repository; a user who reads a source or a
+    # message that points there cannot follow it. tests/fixtures/ holds captured output of earlier versions verbatim.
+    citing = []
+    with tarfile.open(tarball) as archive:
+        for member in archive.getmembers():
+            if not member.isfile() or member.name.startswith("tests/fixtures/"):
+                continue
+            text = archive.extractfile(member).read().decode("utf-8", errors="replace")
+            if "FACTS.md" in text or "shared/seed" in text:
+                citing.append(member.name)
+    assert citing == []

@@ -10,6 +10,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     outlier_checks,
     perftest_argv,
     preflight_errors,
+    reference_errors,
     rdma_part,
     rdma_round_record,
     rdma_rounds,
@@ -25,7 +26,7 @@ THRESHOLDS = {
     "outlier_fraction_of_median": {"value": 0.9, "source": "test"},
 }
 BW_CLIENT = "softroce-qemu/ib_write_bw_x1_client_vm1.txt"
-REFERENCES = [{"gpu": "H100|H200", "gpus_per_node": 8, "busbw_gbps": 370, "source": "FACTS.md"}]
+REFERENCES = [{"gpu": "H100|H200", "gpus_per_node": 8, "busbw_gbps": 370, "source": "a test row"}]
 
 
 def _ib(vm):
@@ -291,23 +292,91 @@ def test_single_gpu_nccl_is_skipped_with_reason(fixture_text):
     assert "bus bandwidth is 0 by definition" in check["message"]
 
 
-def test_nccl_reference_threshold(fixture_text):
-    # Turn the real one-rank table into an 8-rank one (rank lines + busbw column) to exercise the gate.
-    text = fixture_text("nccl-tests-h200-1gpu/all_reduce_perf-h200-1gpu.txt")
+def _eight_ranks(text, busbw_by_size):
+    """The real one-rank H200 table turned into an 8-rank one (rank lines + out-of-place busbw per size)."""
     rank_line = next(line for line in text.splitlines() if "Rank  0" in line)
     extra = "\n".join(rank_line.replace("Rank  0", f"Rank  {i}") for i in range(1, 8))
     text = text.replace(rank_line, rank_line + "\n" + extra)
-    last = text.splitlines()[
-        [i for i, line in enumerate(text.splitlines()) if line.strip().startswith("8589934592")][0]
-    ]
-    fields = last.split()
-    fields[7] = "340.00"
-    text = text.replace(last, "  ".join(fields))
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] in busbw_by_size:
+            fields[7] = busbw_by_size[fields[0]]
+            text = text.replace(line, "  ".join(fields))
+    return text
+
+
+def _nccl_check(fixture_text, busbw_by_size, references=None):
+    text = _eight_ranks(fixture_text("nccl-tests-h200-1gpu/all_reduce_perf-h200-1gpu.txt"), busbw_by_size)
     data = {"gpu": {"gpu_present": True, "gpus": [{"name": "NVIDIA H200"}]}, "nccl": {"output": text}}
-    check = _by(evaluate({"h200": data}, _config(["nccl"])), "h200", "nccl.all_reduce")
+    config = _config(["nccl"])
+    if references is not None:
+        config["references"] = references
+    return _by(evaluate({"h200": data}, config), "h200", "nccl.all_reduce")
+
+
+def test_nccl_reference_threshold(fixture_text):
+    check = _nccl_check(fixture_text, {"8589934592": "340.00"})
     assert check["status"] == "failed"
     assert (check["measured"], check["threshold"]) == (340.0, 351.5)
-    assert "FACTS.md" in check["message"]
+    assert "a test row" in check["message"]
+
+
+SIZED = [{"gpu": "H200", "gpus_per_node": 8, "busbw_gbps": 431, "size_bytes": 4294967296, "source": "row src"}]
+
+
+def test_nccl_reference_compares_at_the_rows_message_size(fixture_text):
+    # 4 GiB is below the reference, 8 GiB above it: the row applies at 4 GiB, so the run fails on that size.
+    check = _nccl_check(fixture_text, {"4294967296": "400.00", "8589934592": "440.00"}, SIZED)
+    assert check["status"] == "failed"
+    assert (check["measured"], check["threshold"]) == (400.0, 409.45)
+    assert "at 4294967296 B" in check["message"] and "row src" in check["message"]
+    check = _nccl_check(fixture_text, {"4294967296": "420.00", "8589934592": "300.00"}, SIZED)
+    assert (check["status"], check["measured"]) == ("passed", 420.0)
+
+
+def test_nccl_reference_uses_the_next_larger_size(fixture_text):
+    rows = [dict(SIZED[0], size_bytes=5000000000)]
+    check = _nccl_check(fixture_text, {"4294967296": "100.00", "8589934592": "440.00"}, rows)
+    assert (check["status"], check["measured"]) == ("passed", 440.0)
+    assert "at 8589934592 B" in check["message"]
+
+
+def test_nccl_run_that_stops_below_the_reference_size_is_skipped(fixture_text):
+    rows = [dict(SIZED[0], size_bytes=17179869184)]
+    check = _nccl_check(fixture_text, {"8589934592": "440.00"}, rows)
+    assert check["status"] == "skipped"
+    assert "applies at 17179869184 B" in check["message"]
+    assert "measured up to 8589934592 B" in check["message"]
+    assert "fabric_validate_nccl_max_bytes" in check["message"]
+
+
+def test_reference_rows_are_checked_in_preflight():
+    good = SIZED[0]
+    assert reference_errors([good]) == []
+    bad = [
+        {"gpu": "H(", "gpus_per_node": 8, "busbw_gbps": 400, "source": "x"},
+        {"gpu": "", "gpus_per_node": 1, "busbw_gbps": 0, "source": " "},
+        {"gpu": "H200", "gpus_per_node": "8", "busbw_gbps": "fast", "size_bytes": -1, "source": "x"},
+        "H200",
+    ]
+    errors = reference_errors(bad)
+    joined = "\n".join(errors)
+    for text in (
+        "[0].gpu='H(' is not a regular expression",
+        "[1].gpu is missing",
+        "[1].gpus_per_node=1 must be an integer of 2 or more",
+        "[1].busbw_gbps=0 must be",
+        "[1].source is missing",
+        "[2].gpus_per_node='8'",
+        "[2].busbw_gbps='fast'",
+        "[2].size_bytes=-1",
+        "[3]='H200' is not a mapping",
+    ):
+        assert text in joined, text
+    assert len(errors) == 9
+    assert reference_errors({"gpu": "H200"}) == ["fabric_validate_busbw_references must be a list of rows, got dict"]
+    via_preflight = preflight_errors(["nccl"], {}, [], ["a"], references=bad)
+    assert via_preflight == errors
 
 
 def test_outliers_below_fraction_of_median():
