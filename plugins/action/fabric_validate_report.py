@@ -5,7 +5,8 @@
 
 Judges every host and writes the run's report on the controller: report.json (json), junit.xml (ElementTree,
 plugins/plugin_utils/report_files.py), summary.md (rendered from its template by Ansible's templar, as the template
-module would) and plot.png.
+module would), heatmap.png (every host x every check) and plot.png (the bandwidth measurements with their
+thresholds, only when something was measured). Without matplotlib the figures are left out and the report says why.
 """
 
 import os
@@ -23,9 +24,12 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     plot_series,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.report_plot import (
-    MATPLOTLIB_MISSING,
+    draw_heatmap,
     draw_plot,
+    figures_note,
     have_matplotlib,
+    heatmap_grid,
+    plot_panels,
 )
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.report_files import junit_xml
 
@@ -61,9 +65,24 @@ def build_report(args):
         "busbw_references": args.get("busbw_references") or [],
         "summary": result["summary"],
         "checks": result["checks"],
+        "figures": figures_plan(plot_series(hosts, result["checks"]), have_matplotlib()),
         "hosts": hosts,
     }
     return report, host_failures(result["checks"], hosts)
+
+
+def figures_plan(series, matplotlib_present):
+    """{files, note}: the figures this report has (heatmap.png always, plot.png when something was measured, from
+    ``series``, plot_series' data), or none and the reason when matplotlib is missing."""
+    if not matplotlib_present:
+        return {"files": [], "note": figures_note()}
+    files = ["heatmap.png"]
+    note = None
+    if plot_panels(series):
+        files.append("plot.png")
+    else:
+        note = "no bandwidth plot: nothing was measured (no RDMA or NCCL tier ran, or every measurement was skipped)"
+    return {"files": files, "note": note}
 
 
 def _write(path, text):
@@ -147,13 +166,17 @@ class ActionModule(ActionBase):
         }
         for template, name in TEMPLATES:
             contents[name] = self._render(str(args["templates"]), template, report, task_vars)
-        files = [os.path.join(run_dir, name) for name in (*contents, "plot.png")]
+        figures = report["figures"]
+        files = [os.path.join(run_dir, name) for name in (*contents, *figures["files"])]
         # The report is this run's output, not state on the hosts: writing it is never a change (a re-run measures
         # again and writes new numbers, yet an idempotence or drift check must see 0 changed). Check mode writes
         # nothing, as file, copy and template would not.
+        msg = summary_line(report["run_id"], report["summary"], run_dir, self._task.check_mode)
+        if not have_matplotlib():
+            msg = f"{msg}; {figures['note']}"
         result.update(
             changed=False,
-            msg=summary_line(report["run_id"], report["summary"], run_dir, self._task.check_mode),
+            msg=msg,
             run_id=report["run_id"],
             run_dir=run_dir,
             files=files,
@@ -170,8 +193,15 @@ class ActionModule(ActionBase):
         os.chmod(run_dir, 0o755)
         for name, text in contents.items():
             _write(os.path.join(run_dir, name), text)
-        if not have_matplotlib():
-            result.update(failed=True, msg=MATPLOTLIB_MISSING)
-            return result
-        draw_plot(plot_series(report["hosts"]), f"Fabric validation {report['run_id']}", files[-1])
+        title = f"Fabric validation {report['run_id']}"
+        for name in ("heatmap.png", "plot.png"):
+            path = os.path.join(run_dir, name)
+            if name not in figures["files"]:
+                # A figure of an earlier run under the same run id would contradict this report.
+                if os.path.exists(path):
+                    os.unlink(path)
+            elif name == "heatmap.png":
+                draw_heatmap(heatmap_grid(report["checks"]), title, path)
+            else:
+                draw_plot(plot_series(report["hosts"], report["checks"]), title, path)
         return result

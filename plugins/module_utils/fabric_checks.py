@@ -742,8 +742,12 @@ def failure_lines(checks):
     return lines
 
 
-def plot_series(hosts):
-    """Data for the report plot: NCCL busbw (and algbw) by message size per host, RDMA bandwidth per host."""
+def plot_series(hosts, checks=None):
+    """Data for the report plot: NCCL busbw (and algbw) by message size per host, RDMA bandwidth per host.
+
+    With ``checks`` (the judged checks) also ``thresholds``: ``nccl`` {host: GB/s} and ``rdma`` {host: {peer: Gb/s}},
+    the limits the verdicts used, for drawing next to the measurements.
+    """
     nccl = {}
     rdma = {}
     for host, data in sorted((hosts or {}).items()):
@@ -762,4 +766,16 @@ def plot_series(hosts):
             summary = summarize_perftest(parse_perftest(run.get("output", "")))
             if summary.get("ok") and summary.get("kind") == "bw":
                 rdma.setdefault(host, []).append({"peer": run.get("peer"), "bw_avg_gbps": summary["bw_avg_gbps"]})
-    return {"nccl": nccl, "rdma": rdma}
+    series = {"nccl": nccl, "rdma": rdma}
+    if checks is not None:
+        limits = {"nccl": {}, "rdma": {}}
+        for check in checks:
+            if check.get("threshold") is None or check["status"] == "skipped":
+                continue
+            if check["check"] == "nccl.all_reduce" and check["host"] in nccl:
+                limits["nccl"][check["host"]] = check["threshold"]
+            match = re.match(r"^ib_write_bw\[(.*)\]$", check["check"])
+            if match and check["host"] in rdma:
+                limits["rdma"].setdefault(check["host"], {})[match.group(1)] = check["threshold"]
+        series["thresholds"] = limits
+    return series

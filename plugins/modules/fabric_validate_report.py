@@ -10,7 +10,10 @@ description:
     hosts of the play that were not reached) and writes one directory per run, C(<report_dir>/<run_id>), holding
     C(report.json), C(junit.xml) (written with Python's ElementTree, valid XML for any message), C(summary.md)
     (from the C(summary.md.j2) template in O(templates), rendered by Ansible's templar with the variable C(report),
-    the content of C(report.json)) and C(plot.png).
+    the content of C(report.json)), C(heatmap.png) (every host against every check, passed, failed or skipped) and,
+    when an RDMA or NCCL measurement was made, C(plot.png) (the measurements with the thresholds that judged them).
+  - Without matplotlib on the controller the figures are left out, the report (C(figures.note)) and the summary line
+    say why, and the run is not failed for it.
   - Meant for role fabric_validate with C(run_once). Runs on the controller only and reports no change (the report is
     the run's output, not state on the hosts). In check mode nothing is written.
   - The run's outcome is also returned as custom statistics (what M(ansible.builtin.set_stats) sets), under the key
@@ -28,7 +31,7 @@ attributes:
   diff_mode:
     support: none
 requirements:
-  - matplotlib (on the controller, for the plot)
+  - matplotlib (on the controller, optional, for the figures)
 options:
   run_id:
     description: Name of the run's directory.

@@ -10,10 +10,10 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     outlier_checks,
     perftest_argv,
     preflight_errors,
-    reference_errors,
     rdma_part,
     rdma_round_record,
     rdma_rounds,
+    reference_errors,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import read_rdma_devices
 

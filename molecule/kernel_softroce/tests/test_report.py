@@ -43,7 +43,7 @@ def _check(report, host, name):
 
 def test_report_is_from_this_run():
     created = Path(os.environ["KERNEL_LAB_CREATED"]).stat().st_mtime
-    for name in ("report.json", "junit.xml", "summary.md", "plot.png"):
+    for name in ("report.json", "junit.xml", "summary.md", "heatmap.png", "plot.png"):
         assert (RUN_DIR / name).stat().st_mtime >= created, f"{name} predates this run's VMs"
 
 

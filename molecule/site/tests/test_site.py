@@ -157,11 +157,28 @@ def test_opensm_master_with_tenant_partition(name):
         assert "0x8101" in pkeys, pkeys
 
 
-def _latest_report():
+def _latest_run():
     reports = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
     runs = sorted(p for p in reports.iterdir() if (p / "report.json").is_file())
     assert runs, f"no report under {reports}"
-    return json.loads((runs[-1] / "report.json").read_text())
+    return runs[-1]
+
+
+def _latest_report():
+    return json.loads((_latest_run() / "report.json").read_text())
+
+
+def test_report_has_a_heat_map_of_every_host_and_no_empty_plot():
+    run = _latest_run()
+    report = json.loads((run / "report.json").read_text())
+    assert report["figures"]["files"][0] == "heatmap.png", report["figures"]
+    assert (run / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Every validated host is a row of the heat map (the grid is drawn from the checks).
+    assert set(report["hosts"]) <= {c["host"] for c in report["checks"]}
+    measured = any(c["tier"] in ("rdma", "nccl") and c["status"] != "skipped" for c in report["checks"])
+    assert ("plot.png" in report["figures"]["files"]) == (run / "plot.png").exists()
+    if not measured:
+        assert not (run / "plot.png").exists(), "a plot of empty panels"
 
 
 def test_report_health_tier_passed_on_every_gpu_node():

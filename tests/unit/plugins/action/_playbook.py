@@ -13,10 +13,11 @@ COLLECTIONS = next(p for p in sys.path if (Path(p) / "ansible_collections" / "gp
 needs_playbook = pytest.mark.skipif(not PLAYBOOK.is_file(), reason="no ansible-playbook next to this Python")
 
 
-def ansible_playbook(tmp_path, inventory, playbook, *args, roles_path=None, timeout=150):
+def ansible_playbook(tmp_path, inventory, playbook, *args, roles_path=None, timeout=150, env_extra=None):
     """ansible-playbook in tmp_path with its own Ansible home and temp directory, colour off.
 
-    inventory is a path or an inline host list ("localhost,"); args go before the playbook.
+    inventory is a path or an inline host list ("localhost,"); args go before the playbook; env_extra adds to the
+    environment.
     """
     env = dict(
         os.environ,
@@ -28,6 +29,7 @@ def ansible_playbook(tmp_path, inventory, playbook, *args, roles_path=None, time
     )
     if roles_path:
         env["ANSIBLE_ROLES_PATH"] = str(roles_path)
+    env.update(env_extra or {})
     argv = [str(PLAYBOOK), "-i", str(inventory), *args, str(playbook)]
     return run_once_more_on_hang(argv, env, tmp_path, timeout=timeout)
 

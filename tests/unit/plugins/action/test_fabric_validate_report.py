@@ -99,13 +99,16 @@ def _inventory(tmp_path):
     return path
 
 
-def _run(tmp_path, *args):
+def _run(tmp_path, *args, env_extra=None):
     inventory = tmp_path / "hosts.json"
     if not inventory.exists():
         _inventory(tmp_path)
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAY)
-    return ansible_playbook(tmp_path, inventory, playbook, *args)
+    return ansible_playbook(tmp_path, inventory, playbook, *args, env_extra=env_extra)
+
+
+PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def _tasks(run):
@@ -118,7 +121,17 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
     assert run.returncode == 2, out
     run_dir = tmp_path / "reports" / "fixed"
     report = json.loads((run_dir / "report.json").read_text())
-    assert sorted(report) == ["busbw_references", "checks", "hosts", "run_id", "summary", "thresholds", "tiers"]
+    assert sorted(report) == [
+        "busbw_references",
+        "checks",
+        "figures",
+        "hosts",
+        "run_id",
+        "summary",
+        "thresholds",
+        "tiers",
+    ]
+    assert report["figures"] == {"files": ["heatmap.png", "plot.png"], "note": None}
     assert report["run_id"] == "fixed"
     assert report["thresholds"]["ib_write_bw_fraction_of_rate"] == {
         "value": 0.05,
@@ -142,7 +155,10 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
     summary = (run_dir / "summary.md").read_text()
     assert "# Fabric validation fixed" in summary
     assert "| ib_write_bw_fraction_of_rate | 0.05 | fraction of the port rate (Gb/s) | site override |" in summary
-    assert (run_dir / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![every host against every check" in summary and "(heatmap.png)" in summary
+    assert "(plot.png)" in summary
+    for name in ("heatmap.png", "plot.png"):
+        assert (run_dir / name).read_bytes()[:8] == PNG, name
     # Only vm1 fails, with one line per failed check naming host, check, measured value and threshold.
     assert "fatal: [vm1]: FAILED!" in out
     assert "vm1: health/nccl.conf measured ['NCCL_ALGO'], threshold []" in out
@@ -162,7 +178,35 @@ def test_health_tier_takes_nine_task_slots(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     tasks = _tasks(run)
     assert len(tasks) == 9, tasks
-    assert json.loads((tmp_path / "reports" / "fixed" / "report.json").read_text())["hosts"]["vm1"]["rdma"] == []
+    run_dir = tmp_path / "reports" / "fixed"
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["hosts"]["vm1"]["rdma"] == []
+    # Nothing measured: the heat map, and no plot of empty panels.
+    assert report["figures"]["files"] == ["heatmap.png"]
+    assert report["figures"]["note"].startswith("no bandwidth plot: nothing was measured")
+    assert (run_dir / "heatmap.png").read_bytes()[:8] == PNG
+    assert not (run_dir / "plot.png").exists()
+    assert "> no bandwidth plot: nothing was measured" in (run_dir / "summary.md").read_text()
+
+
+def test_without_matplotlib_the_report_is_written_and_says_why(tmp_path):
+    # A matplotlib that cannot be imported, first on the controller's path: what a controller without it sees.
+    shadow = tmp_path / "shadow" / "matplotlib"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('matplotlib hidden by the test')\n")
+    run = _run(tmp_path, env_extra={"PYTHONPATH": str(shadow.parent)})
+    out = run.stdout + run.stderr
+    # The run fails only for vm1's failed check (as with matplotlib), not for the missing figures.
+    assert run.returncode == 2, out
+    assert "fatal: [vm1]: FAILED!" in out and "fatal: [vm2]" not in out
+    assert "figures not drawn: matplotlib is not installed for the controller's Python" in out
+    run_dir = tmp_path / "reports" / "fixed"
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["figures"]["files"] == []
+    assert "meta/ee-requirements.txt" in report["figures"]["note"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["junit.xml", "report.json", "summary.md"]
+    summary = (run_dir / "summary.md").read_text()
+    assert "> figures not drawn: matplotlib is not installed" in summary and ".png)" not in summary
 
 
 def test_check_mode_reports_and_writes_nothing(tmp_path):
