@@ -35,6 +35,11 @@ CONTAINER_ULIMITS := $(shell tests/lab/container-ulimits.sh)
 export MOLECULE_ULIMIT_NOFILE := $(word 1,$(CONTAINER_ULIMITS))
 export MOLECULE_ULIMIT_NPROC := $(word 2,$(CONTAINER_ULIMITS))
 export LAB_MEMLOCK_KIB := $(shell tests/lab/memlock-kib.sh)
+# What scenario rdma_core asks for (optional there: "unlimited" without it).
+export GPUCLUSTER_MOLECULE_MEMLOCK_KIB := $(LAB_MEMLOCK_KIB)
+# Part of every Molecule instance name (.config/molecule/config.yml): one per checkout, so that CI runs in two clones
+# on this machine never share a container, while a re-run in the same clone removes what an aborted run left.
+export GPUCLUSTER_MOLECULE_RUN_ID ?= $(shell printf %s "$(ROOT)" | cksum | cut -d' ' -f1)
 # The lab's SSH material (login key pair, host keys, known_hosts; one directory per lab), never committed.
 export LAB_SSH_ROOT := $(ROOT)/.build/lab-ssh
 LAB_ANSIBLE_CONFIG := $(ROOT)/tests/lab/ansible.cfg

@@ -34,6 +34,18 @@ if ! grep -qs '^runtime *= *"runc"' "$conf"; then
   fi
 fi
 
+# podman's default container ulimits (nofile=1048576) are refused where this machine's hard limits are lower: make
+# its default what the machine allows, so that Molecule's platforms need no podman-only ulimits setting.
+if ! grep -qs '^default_ulimits' "$conf"; then
+  read -r nofile nproc < <("$(dirname "$0")/container-ulimits.sh")
+  line="default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=$nproc:$nproc\"]"
+  if grep -qs '^\[containers\]' "$conf"; then
+    sed -i "/^\[containers\]/a $line" "$conf"
+  else
+    printf '[containers]\n%s\n' "$line" >>"$conf"
+  fi
+fi
+
 # Each systemd container takes several inotify instances; the default 128 stops at ~26 containers.
 if (($(sysctl -n fs.inotify.max_user_instances) < 2048)); then
   sysctl -q -w fs.inotify.max_user_instances=2048

@@ -9,7 +9,7 @@ PACKAGES = ["rdma-core", "ibverbs-utils", "ibverbs-providers", "rdmacm-utils", "
 # ("Function not implemented"); a host with ib_core but no HCA reports "No IB devices found".
 # The limit converge asked for (tests/lab/memlock-kib.sh): "unlimited", or half the machine's hard
 # limit where the machine cannot raise it (no CAP_SYS_RESOURCE).
-MEMLOCK = os.environ.get("LAB_MEMLOCK_KIB") or "unlimited"
+MEMLOCK = os.environ.get("GPUCLUSTER_MOLECULE_MEMLOCK_KIB") or "unlimited"
 NO_DEVICE_MESSAGES = ("No IB devices found", "Failed to get IB devices list")
 
 
