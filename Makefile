@@ -159,6 +159,20 @@ kernel-lab-reduced: venv  ## kernel lab without syntax/idempotence (data path an
 build: venv  ## build the collection tarball
 	$(BIN)/ansible-galaxy collection build --force --output-path $(ROOT)/.build
 
+# The execution environment (tests/lab/ee/): a base image built here with debootstrap, then ansible-builder puts
+# ansible-core, ansible-runner, this collection's tarball and its Python requirements on top. `make lab-ee` runs
+# gpucluster.fabric.site from inside it with ansible-navigator against the lab `make lab` brought up.
+.PHONY: ee
+ee: build host-deps  ## build the execution environment image localhost/gpucluster-ee:lab (ansible-builder)
+	tests/lab/ee/build-base.sh
+	mkdir -p $(ROOT)/.build/ee && cp $(TARBALL) $(ROOT)/.build/ee/gpucluster-fabric.tar.gz
+	$(BIN)/ansible-builder build --file tests/lab/ee/execution-environment.yml --context $(ROOT)/.build/ee/context \
+	  --container-runtime podman --verbosity 2
+
+.PHONY: lab-ee
+lab-ee: ee  ## run gpucluster.fabric.site inside the execution environment (ansible-navigator) against the lab
+	tests/lab/ee/run-site.sh
+
 TEST_START := $(shell date +%s)
 VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 TARBALL := $(ROOT)/.build/gpucluster-fabric-$(VERSION).tar.gz
