@@ -449,7 +449,14 @@ def _nccl_conf_health(host, data):
             "health",
             "nccl.conf",
             "failed" if found else "passed",
-            (f"{conf['path']} sets debug-only {', '.join(found)}" if found else f"{conf['path']} has no debug-only"),
+            (
+                f"{conf['path']} sets {', '.join(found)}: NCCL documents these for debugging, not for production "
+                f"(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); remove them from the file "
+                "and set them per job when debugging"
+                if found
+                else f"{conf['path']} sets none of NCCL's debug-only variables "
+                f"({', '.join(name + '*' if name.endswith('_') else name for name in NCCL_DEBUG_ONLY)})"
+            ),
             found,
             [],
         )

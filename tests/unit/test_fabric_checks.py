@@ -280,6 +280,13 @@ def test_nccl_conf_debug_only_settings_fail():
     check = _by(evaluate({"vm1": data}, _config(["health"])), "vm1", "nccl.conf")
     assert check["status"] == "failed"
     assert check["measured"] == ["NCCL_ALGO", "NCCL_P2P_LEVEL"]
+    assert check["message"].startswith("/etc/nccl.conf sets NCCL_ALGO, NCCL_P2P_LEVEL: NCCL documents these for")
+    assert "remove them from the file" in check["message"]
+    clean = dict(data, nccl_conf={"path": "/etc/nccl.conf", "content": "NCCL_IB_HCA==mlx5_0\n"})
+    passed = _by(evaluate({"vm1": clean}, _config(["health"])), "vm1", "nccl.conf")
+    assert passed["status"] == "passed"
+    assert passed["message"].startswith("/etc/nccl.conf sets none of NCCL's debug-only variables (NCCL_ALGO, ")
+    assert "NCCL_P2P_*" in passed["message"] and passed["message"].endswith(")")
 
 
 def test_single_gpu_nccl_is_skipped_with_reason(fixture_text):
