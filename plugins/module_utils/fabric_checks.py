@@ -548,100 +548,66 @@ def busbw_reference(references, gpu_name, gpus):
 
 
 def nccl_checks(host, data, thresholds, references):
+    def one(status, message, measured=None, threshold=None, unit=None):
+        return [_check(host, "nccl", "nccl.all_reduce", status, message, measured, threshold, unit)]
+
     gpu = data.get("gpu") or {}
     nccl = data.get("nccl")
     if not gpu.get("gpu_present"):
-        return [_check(host, "nccl", "nccl.all_reduce", "skipped", f"skipped: {gpu.get('skipped_reason') or 'no GPU'}")]
+        return one("skipped", f"skipped: {gpu.get('skipped_reason') or 'no GPU'}")
     if not nccl or not (nccl.get("output") or nccl.get("skipped")):
-        return [
-            _check(
-                host,
-                "nccl",
-                "nccl.all_reduce",
-                "skipped",
-                "skipped: no all-reduce benchmark "
-                "(set fabric_validate_nccl_tests_dir or fabric_validate_nccl_torch_python)",
-            )
-        ]
+        return one(
+            "skipped",
+            "skipped: no all-reduce benchmark "
+            "(set fabric_validate_nccl_tests_dir or fabric_validate_nccl_torch_python)",
+        )
     if nccl.get("skipped"):
-        return [_check(host, "nccl", "nccl.all_reduce", "skipped", f"skipped: {nccl['skipped']}")]
+        return one("skipped", f"skipped: {nccl['skipped']}")
     parsed = parse_nccl_tests(nccl["output"])
     if nccl.get("rc") not in (None, 0):
         parsed["ok"] = False
         parsed["errors"].insert(0, f"exit status {nccl['rc']}")
     if not parsed["ok"]:
-        return [
-            _check(
-                host,
-                "nccl",
-                "nccl.all_reduce",
-                "failed",
-                "all_reduce_perf failed: " + "; ".join(parsed["errors"]),
-                parsed.get("wrong_total"),
-                0,
-                "#wrong",
-            )
-        ]
+        return one(
+            "failed", "all_reduce_perf failed: " + "; ".join(parsed["errors"]), parsed.get("wrong_total"), 0, "#wrong"
+        )
     busbw = parsed["largest"]["busbw_gbps"]
     nranks = parsed["nranks"]
     model = (parsed["devices"] or [{}])[0].get("name") or (gpu.get("gpus") or [{}])[0].get("name")
     if nranks is not None and nranks < 2:
-        return [
-            _check(
-                host,
-                "nccl",
-                "nccl.all_reduce",
-                "skipped",
-                f"skipped: {nranks} rank: bus bandwidth is 0 by definition (2(n-1)/n); "
-                f"algbw {parsed['largest']['algbw_gbps']} GB/s at {parsed['largest']['size']} B",
-                busbw,
-                unit="GB/s",
-            )
-        ]
+        return one(
+            "skipped",
+            f"skipped: {nranks} rank: bus bandwidth is 0 by definition (2(n-1)/n); "
+            f"algbw {parsed['largest']['algbw_gbps']} GB/s at {parsed['largest']['size']} B",
+            busbw,
+            unit="GB/s",
+        )
     row = busbw_reference(references, model, nranks)
     if row is None:
-        return [
-            _check(
-                host,
-                "nccl",
-                "nccl.all_reduce",
-                "skipped",
-                f"skipped: no busbw reference for {model} x {nranks}; measured {busbw} GB/s",
-                busbw,
-                unit="GB/s",
-            )
-        ]
+        return one(
+            "skipped", f"skipped: no busbw reference for {model} x {nranks}; measured {busbw} GB/s", busbw, unit="GB/s"
+        )
     measured = reference_measurement(parsed, row)
     if measured is None:
-        return [
-            _check(
-                host,
-                "nccl",
-                "nccl.all_reduce",
-                "skipped",
-                f"skipped: the busbw reference for {nranks}x {row['gpu']} applies at {row['size_bytes']} B "
-                f"({row['source']}); measured up to {parsed['largest']['size']} B "
-                f"(busbw {busbw} GB/s): set fabric_validate_nccl_max_bytes to at least {row['size_bytes']}",
-                busbw,
-                unit="GB/s",
-            )
-        ]
+        return one(
+            "skipped",
+            f"skipped: the busbw reference for {nranks}x {row['gpu']} applies at {row['size_bytes']} B "
+            f"({row['source']}); measured up to {parsed['largest']['size']} B "
+            f"(busbw {busbw} GB/s): set fabric_validate_nccl_max_bytes to at least {row['size_bytes']}",
+            busbw,
+            unit="GB/s",
+        )
     size, busbw = measured
     fraction = float(thresholds["nccl_busbw_fraction_of_reference"]["value"])
     limit = round(fraction * float(row["busbw_gbps"]), 3)
-    return [
-        _check(
-            host,
-            "nccl",
-            "nccl.all_reduce",
-            "passed" if busbw is not None and busbw >= limit else "failed",
-            f"all_reduce_perf busbw {busbw} GB/s at {size} B, threshold {limit} GB/s "
-            f"({fraction} x {row['busbw_gbps']} GB/s reference for {nranks}x {row['gpu']}: {row['source']})",
-            busbw,
-            limit,
-            "GB/s",
-        )
-    ]
+    return one(
+        "passed" if busbw is not None and busbw >= limit else "failed",
+        f"all_reduce_perf busbw {busbw} GB/s at {size} B, threshold {limit} GB/s "
+        f"({fraction} x {row['busbw_gbps']} GB/s reference for {nranks}x {row['gpu']}: {row['source']})",
+        busbw,
+        limit,
+        "GB/s",
+    )
 
 
 def reference_measurement(parsed, row):
