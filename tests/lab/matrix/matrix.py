@@ -292,7 +292,8 @@ def render(results):
         "",
         "| ansible-core | controller Python | unit tests (`tests/unit`, `tests/repo`) "
         f"| Molecule `{results['scenario']}` (converge, idempotence, verify) "
-        "| built tarball installed into a clean path: FQCN roles and `gpucluster.fabric.rdma` |",
+        "| built tarball installed into a clean path: FQCN roles, `gpucluster.fabric.rdma`, "
+        "validation report in `./fabric-reports/` |",
         "|---|---|---|---|---|",
     ]
     for core in sorted(results["cores"], key=lambda c: Version(c["core"])):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a user gets from the built tarball: install it with ansible-galaxy into a clean path, then run a playbook that
-# uses the collection's roles by FQCN and imports its playbook gpucluster.fabric.rdma, against one systemd lab
+# uses the collection's roles by FQCN, imports its playbook gpucluster.fabric.rdma and runs validation (the report
+# must land in ./fabric-reports/, below the playbook's working directory), against one systemd lab
 # container per suite. Nothing from the checkout is on any Ansible search path: ANSIBLE_COLLECTIONS_PATH is the clean
 # path alone, no roles path, no ansible.cfg, its own ANSIBLE_HOME, and the playbook runs from the clean directory.
 #
