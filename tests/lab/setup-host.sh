@@ -46,6 +46,13 @@ if ! grep -qs '^default_ulimits' "$conf"; then
   fi
 fi
 
+# ansible-navigator refuses to start an execution environment under podman without /dev/mqueue (POSIX message
+# queues, for multiprocessing in the EE); this machine does not mount it by default. For `make lab-ee`.
+if [[ ! -d /dev/mqueue ]]; then
+  mkdir -p /dev/mqueue
+  mount -t mqueue mqueue /dev/mqueue
+fi
+
 # Each systemd container takes several inotify instances; the default 128 stops at ~26 containers.
 if (($(sysctl -n fs.inotify.max_user_instances) < 2048)); then
   sysctl -q -w fs.inotify.max_user_instances=2048

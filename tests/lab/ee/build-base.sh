@@ -29,6 +29,14 @@ debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror"
   exit 1
 }
 printf 'deb %s %s main\n' "$mirror" "$suite" >"$rootfs/etc/apt/sources.list"
+# The certificate authorities this machine trusts besides Debian's (a site's TLS proxy in front of the package
+# registries, for one), so that pip inside the image reaches what pip on this machine reaches.
+shopt -s nullglob
+local_cas=(/usr/local/share/ca-certificates/*.crt)
+if ((${#local_cas[@]})); then
+  cp "${local_cas[@]}" "$rootfs/usr/local/share/ca-certificates/"
+  chroot "$rootfs" update-ca-certificates >/dev/null
+fi
 rm -rf "$rootfs/var/lib/apt/lists/"* "$rootfs/var/cache/apt/archives/"*.deb
 tar -C "$rootfs" --numeric-owner -c . | podman import --change 'CMD ["/bin/bash"]' - "$tag" >/dev/null
 podman tag "$tag" "$repo:$suite"

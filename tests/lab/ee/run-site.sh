@@ -14,8 +14,10 @@ cd "$root"
 : "${LAB_SSH_ROOT:=$root/.build/lab-ssh}"
 : "${LAB_MIRROR_CACHE:=/var/tmp/gpucluster-lab-mirror}"
 : "${LAB_REPORT_DIR:=$root/.build/ee/reports}"
+# What `make lab` asks rdma_core for (the Makefile exports it; the same script when run by hand).
+: "${LAB_MEMLOCK_KIB:=$("$root/tests/lab/memlock-kib.sh")}"
 mkdir -p "$LAB_REPORT_DIR" "$root/.build/ee/artifacts"
-export LAB_SSH_ROOT LAB_MIRROR_CACHE LAB_REPORT_DIR ANSIBLE_CONFIG="$root/tests/lab/ansible.cfg"
+export LAB_SSH_ROOT LAB_MIRROR_CACHE LAB_REPORT_DIR LAB_MEMLOCK_KIB ANSIBLE_CONFIG="$root/tests/lab/ansible.cfg"
 navigator=${ANSIBLE_NAVIGATOR:-$root/.venv/bin/ansible-navigator}
 
 args=(
