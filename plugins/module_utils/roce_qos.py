@@ -1,0 +1,223 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""RoCEv2 lossless host QoS: the settings of each RoCE interface, their validation, and what applying them means.
+
+A RoCE fabric is lossless only when every host marks its RDMA traffic with the DSCP the switches queue losslessly,
+trusts DSCP on receive, pauses (PFC) on the priority that DSCP maps to and lets ECN mark it; RDMA-CM's default ToS
+and NCCL's traffic class must agree. The conventions (DSCP 26 -> priority 3, CNP DSCP 48 -> priority 6, ToS 106 =
+DSCP 26 << 2 | ECT(0)) are those of NVIDIA's RoCE configuration guides and of NVIDIA's Kubernetes network operator.
+
+Pure functions; the role ``roce_qos`` and its module turn them into ``dcb`` (iproute2) calls, sysfs and configfs
+writes, and validation reads the live state back with the same vocabulary.
+"""
+
+from .fabric_model import is_int, normalise_interface, parse_bool
+
+PRIORITIES = tuple(range(8))
+DSCP_MAX = 63
+TOS_MAX = 255
+TRUST_MODES = ("dscp", "pcp")
+# ECN codepoints of the ToS byte's two low bits (RFC 3168).
+ECN_NAMES = {0: "Not-ECT", 1: "ECT(1)", 2: "ECT(0)", 3: "CE"}
+SETTING_KEYS = ("trust", "pfc_priorities", "dscp_map", "tos", "ecn")
+
+
+def _variable(name, interface=None):
+    return f"roce_qos_interface_overrides.{interface}.{name}" if interface else f"roce_qos_{name}"
+
+
+def tos_dscp(tos):
+    """The DSCP a ToS byte carries (its six high bits)."""
+    return int(tos) >> 2
+
+
+def tos_ecn(tos):
+    """The ECN codepoint of a ToS byte (its two low bits)."""
+    return int(tos) & 3
+
+
+def roce_interfaces(interfaces):
+    """Names of the RoCE entries of ``fabric_interfaces`` (the normalised fabric model), in order."""
+    return [
+        normalise_interface(i)["name"]
+        for i in interfaces or []
+        if isinstance(i, dict) and i.get("kind") == "roce" and isinstance(i.get("name"), str)
+    ]
+
+
+def interface_settings(defaults, overrides, interfaces):
+    """{interface: settings}: the role's settings for every RoCE interface, with that interface's overrides on top.
+
+    ``defaults`` holds the keys of SETTING_KEYS (the role variables without their prefix); ``overrides`` maps an
+    interface name to some of them. Values are returned as given: qos_errors judges them.
+    """
+    result = {}
+    for name in roce_interfaces(interfaces):
+        settings = {key: defaults.get(key) for key in SETTING_KEYS}
+        settings.update((overrides or {}).get(name) or {})
+        result[name] = settings
+    return result
+
+
+def _priority_errors(values, where):
+    if not isinstance(values, list) or not values:
+        return [f"{where}={values!r} must be a non-empty list of priorities 0-7, e.g. [3]"]
+    return [
+        f"{where}[{index}]={value!r} is not a priority: use 0-7 (RoCE's convention is 3)"
+        for index, value in enumerate(values)
+        if not is_int(value) or value not in PRIORITIES
+    ]
+
+
+def _dscp_map_errors(dscp_map, where):
+    if not isinstance(dscp_map, dict) or not dscp_map:
+        return [f"{where}={dscp_map!r} must map DSCP values to priorities, e.g. {{26: 3, 48: 6}}"]
+    errors = []
+    for dscp, priority in dscp_map.items():
+        if not is_int(dscp) or not 0 <= dscp <= DSCP_MAX:
+            errors.append(f"{where} key {dscp!r} is not a DSCP value: use 0-{DSCP_MAX} (RoCE data: 26, CNP: 48)")
+        if not is_int(priority) or priority not in PRIORITIES:
+            errors.append(f"{where}[{dscp!r}]={priority!r} is not a priority: use 0-7")
+    return errors
+
+
+def settings_errors(settings, interface=None):
+    """Messages for one interface's settings, each naming the variable, the value and the fix."""
+    errors = []
+    if settings.get("trust") not in TRUST_MODES:
+        errors.append(
+            f"{_variable('trust', interface)}={settings.get('trust')!r} is not a trust mode: use dscp (RoCEv2 is "
+            "routed: the DSCP survives where a VLAN priority does not) or pcp"
+        )
+    errors.extend(_priority_errors(settings.get("pfc_priorities"), _variable("pfc_priorities", interface)))
+    errors.extend(_dscp_map_errors(settings.get("dscp_map"), _variable("dscp_map", interface)))
+    tos = settings.get("tos")
+    if not is_int(tos) or not 0 <= tos <= TOS_MAX:
+        errors.append(
+            f"{_variable('tos', interface)}={tos!r} is not a ToS byte: use 0-{TOS_MAX}, DSCP << 2 | ECN "
+            "(106 = DSCP 26 with ECT(0))"
+        )
+    try:
+        ecn = parse_bool(settings.get("ecn"))
+    except (TypeError, ValueError):
+        errors.append(f"{_variable('ecn', interface)}={settings.get('ecn')!r} must be true or false")
+        ecn = None
+    if errors:
+        return errors
+    # The settings are well-formed: now whether they contradict each other.
+    dscp = tos_dscp(tos)
+    pfc = set(settings["pfc_priorities"])
+    if settings["trust"] == "dscp":
+        if dscp not in settings["dscp_map"]:
+            errors.append(
+                f"{_variable('tos', interface)}={tos} marks DSCP {dscp}, which {_variable('dscp_map', interface)} "
+                f"does not map to a priority: add {dscp}: <a priority in {sorted(pfc)}> or use a ToS of "
+                f"{sorted(settings['dscp_map'])[0] << 2 | 2} for DSCP {sorted(settings['dscp_map'])[0]}"
+            )
+        elif settings["dscp_map"][dscp] not in pfc:
+            errors.append(
+                f"{_variable('tos', interface)}={tos} marks DSCP {dscp}, which maps to priority "
+                f"{settings['dscp_map'][dscp]}, not one of {_variable('pfc_priorities', interface)} {sorted(pfc)}: "
+                "RoCE traffic would be lossy; map the DSCP to a PFC priority or enable PFC on it"
+            )
+    if ecn and tos_ecn(tos) == 0:
+        errors.append(
+            f"{_variable('tos', interface)}={tos} is Not-ECT while {_variable('ecn', interface)} is true: switches "
+            f"cannot mark congestion on it; use {tos | 2} (ECT(0))"
+        )
+    return errors
+
+
+def nccl_errors(settings_by_interface, nccl_conf):
+    """Messages for an /etc/nccl.conf (role nccl's ``nccl_conf``) that contradicts the QoS of the RoCE interfaces."""
+    errors = []
+    conf = nccl_conf or {}
+    for name, settings in settings_by_interface.items():
+        tc = conf.get("NCCL_IB_TC")
+        if tc not in (None, "") and str(tc) != str(settings.get("tos")):
+            errors.append(
+                f"nccl_conf.NCCL_IB_TC={tc!r} contradicts the ToS {settings.get('tos')} of {name} "
+                f"({_variable('tos')}): NCCL's traffic would carry another DSCP than RDMA-CM's; set NCCL_IB_TC to "
+                f"{settings.get('tos')} or leave it out"
+            )
+        sl = conf.get("NCCL_IB_SL")
+        if (
+            settings.get("trust") == "pcp"
+            and sl not in (None, "")
+            and _as_int(sl) not in (settings.get("pfc_priorities") or [])
+        ):
+            errors.append(
+                f"nccl_conf.NCCL_IB_SL={sl!r} is not a PFC priority of {name} ({sorted(settings['pfc_priorities'])}) "
+                "while it trusts pcp: NCCL's traffic would be lossy"
+            )
+    return errors
+
+
+def _as_int(value):
+    try:
+        return int(str(value), 0)
+    except ValueError:
+        return None
+
+
+def qos_errors(host, defaults, overrides, interfaces, nccl_conf=None):
+    """Every problem of one host's QoS input, each prefixed with the host; empty when all is well."""
+    errors = []
+    names = set(roce_interfaces(interfaces))
+    for name in sorted(set(overrides or {}) - names):
+        errors.append(
+            f"roce_qos_interface_overrides names {name!r}, which is not a RoCE interface of fabric_interfaces "
+            f"({', '.join(sorted(names)) or 'none'}): fix the name or remove the entry"
+        )
+    for name, override in (overrides or {}).items():
+        unknown = sorted(set(override or {}) - set(SETTING_KEYS)) if isinstance(override, dict) else ["(not a map)"]
+        if unknown:
+            errors.append(
+                f"roce_qos_interface_overrides.{name} has unknown keys {unknown}; known: {', '.join(SETTING_KEYS)}"
+            )
+    settings = interface_settings(
+        defaults, {k: v for k, v in (overrides or {}).items() if isinstance(v, dict)}, interfaces
+    )
+    seen = set()
+    for name, values in settings.items():
+        interface = name if name in (overrides or {}) else None
+        for message in settings_errors(values, interface):
+            if message not in seen:  # the role-wide settings' problems once, not once per interface
+                seen.add(message)
+                errors.append(message)
+    if not errors:
+        errors.extend(nccl_errors(settings, nccl_conf))
+    return [f"{host}: {message}" for message in errors]
+
+
+def dcb_argv(interface, settings):
+    """The ``dcb`` (iproute2) commands that set one interface's trust, DSCP map and PFC, each complete and
+    idempotent: every priority's PFC state is given, the map is replaced, not added to."""
+    pfc = set(settings["pfc_priorities"])
+    commands = [
+        ["dcb", "pfc", "set", "dev", interface, "prio-pfc", *(f"{p}:{'on' if p in pfc else 'off'}" for p in PRIORITIES)]
+    ]
+    if settings["trust"] == "dscp":
+        pairs = [f"{dscp}:{prio}" for dscp, prio in sorted(settings["dscp_map"].items())]
+        commands.append(["dcb", "app", "replace", "dev", interface, "dscp-prio", *pairs])
+        commands.append(["dcb", "apptrust", "set", "dev", interface, "order", "dscp"])
+    else:
+        commands.append(["dcb", "apptrust", "set", "dev", interface, "order", "pcp"])
+    return commands
+
+
+def ecn_paths(interface, settings, sysfs_root="/"):
+    """{path: "1" or "0"}: mlx5's ECN switches of one interface, notification point (roce_np) and reaction point
+    (roce_rp) per priority (Documentation/networking/device_drivers/ethernet/mellanox/mlx5), on for the PFC
+    priorities when ECN is wanted, off for the others."""
+    on = set(settings["pfc_priorities"]) if parse_bool(settings["ecn"]) else set()
+    base = f"{sysfs_root.rstrip('/')}/sys/class/net/{interface}/ecn"
+    return {
+        f"{base}/{point}/enable/{p}": "1" if p in on else "0" for point in ("roce_np", "roce_rp") for p in PRIORITIES
+    }
+
+
+def default_tos_path(device, port, configfs_root="/sys/kernel/config"):
+    """RDMA-CM's per-port default ToS in configfs (Documentation/ABI/testing/configfs-rdma_cm); the device's
+    directory must be created (mkdir) before it appears."""
+    return f"{configfs_root.rstrip('/')}/rdma_cm/{device}/ports/{port}/default_roce_tos"
