@@ -7,7 +7,16 @@ import difflib
 from ansible.errors import AnsibleFilterError
 
 # What site.yml applies, in its order: every role on GPU nodes but opensm, which runs on the subnet managers.
-SITE_ROLES = ("rdma_core", "rdma_modules", "cuda_repo", "nccl", "fabric_interfaces", "opensm", "fabric_validate")
+SITE_ROLES = (
+    "rdma_core",
+    "rdma_modules",
+    "cuda_repo",
+    "nccl",
+    "fabric_interfaces",
+    "roce_qos",
+    "opensm",
+    "fabric_validate",
+)
 SM_ROLES = ("opensm",)
 
 

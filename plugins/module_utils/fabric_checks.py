@@ -379,6 +379,7 @@ def health_checks(host, data, expected):
             )
     checks.extend(_gpu_health(host, data))
     checks.extend(_nccl_conf_health(host, data))
+    checks.extend(roce_qos_health(host, data.get("roce_qos")))
     for iface in data.get("interfaces") or []:
         want = iface.get("expected_mtu")
         have = iface.get("mtu")
@@ -461,6 +462,55 @@ def _nccl_conf_health(host, data):
             [],
         )
     ]
+
+
+def _qos_value(value):
+    return sorted(value.items()) if isinstance(value, Mapping) else value
+
+
+def roce_qos_health(host, qos):
+    """One check per RoCE interface and QoS setting, from module roce_qos run in check mode against the settings role
+    roce_qos applied (``qos``: "results", its ``interfaces`` or None when the role did not run; "require_pfc";
+    "declared", the host's RoCE interfaces). As wanted: passed; different: failed; a setting the device cannot take:
+    skipped with the reason, failed for PFC when roce_qos_require_pfc asks for it."""
+    qos = qos or {}
+    if not qos.get("results"):
+        if not qos.get("declared"):
+            return []  # no RoCE interface: nothing to judge
+        return [
+            _check(
+                host,
+                "health",
+                "roce_qos",
+                "skipped",
+                f"skipped: fact gpucluster_roce_qos not set: role roce_qos did not run on this host "
+                f"(RoCE interfaces {', '.join(qos['declared'])})",
+            )
+        ]
+    checks = []
+    for interface, results in sorted((qos.get("results") or {}).items()):
+        for setting in ("pfc", "dscp_map", "ecn", "tos"):
+            result = results.get(setting) or {}
+            state, wanted, current = result.get("state"), result.get("wanted"), result.get("current")
+            name = f"roce_qos.{setting}[{interface}]"
+            if state == "ok":
+                status, message = "passed", f"{interface} {setting} is {_qos_value(current)}, as the inventory asks"
+            elif state == "unsupported":
+                required = setting == "pfc" and qos.get("require_pfc")
+                status = "failed" if required else "skipped"
+                message = f"{interface} {setting} not applied: {result.get('reason')}" + (
+                    " (roce_qos_require_pfc is true)" if required else ""
+                )
+                message = message if required else f"skipped: {message}"
+            else:
+                status = "failed"
+                message = (
+                    f"{interface} {setting} is {_qos_value(current)}, the inventory asks {_qos_value(wanted)}: "
+                    "something changed it since role roce_qos ran; run the role again (its boot-time unit "
+                    "gpucluster-roce-qos.service applies the same at boot)"
+                )
+            checks.append(_check(host, "health", name, status, message, _qos_value(current), _qos_value(wanted)))
+    return checks
 
 
 def rdma_checks(host, data, thresholds, device_name=None):

@@ -7,8 +7,8 @@ trusts DSCP on receive, pauses (PFC) on the priority that DSCP maps to and lets 
 and NCCL's traffic class must agree. The conventions (DSCP 26 -> priority 3, CNP DSCP 48 -> priority 6, ToS 106 =
 DSCP 26 << 2 | ECT(0)) are those of NVIDIA's RoCE configuration guides and of NVIDIA's Kubernetes network operator.
 
-Pure functions; the role ``roce_qos`` and its module turn them into ``dcb`` (iproute2) calls, sysfs and configfs
-writes, and validation reads the live state back with the same vocabulary.
+Pure functions: what the inventory asks for and whether it holds together. roce_qos_apply.py reads the live state,
+compares and writes (module ``roce_qos``, the boot-time unit, and fabric_validate's read-back in check mode).
 """
 
 from .fabric_model import is_int, normalise_interface, parse_bool
@@ -190,34 +190,16 @@ def qos_errors(host, defaults, overrides, interfaces, nccl_conf=None):
     return [f"{host}: {message}" for message in errors]
 
 
-def dcb_argv(interface, settings):
-    """The ``dcb`` (iproute2) commands that set one interface's trust, DSCP map and PFC, each complete and
-    idempotent: every priority's PFC state is given, the map is replaced, not added to."""
-    pfc = set(settings["pfc_priorities"])
-    commands = [
-        ["dcb", "pfc", "set", "dev", interface, "prio-pfc", *(f"{p}:{'on' if p in pfc else 'off'}" for p in PRIORITIES)]
-    ]
-    if settings["trust"] == "dscp":
-        pairs = [f"{dscp}:{prio}" for dscp, prio in sorted(settings["dscp_map"].items())]
-        commands.append(["dcb", "app", "replace", "dev", interface, "dscp-prio", *pairs])
-        commands.append(["dcb", "apptrust", "set", "dev", interface, "order", "dscp"])
-    else:
-        commands.append(["dcb", "apptrust", "set", "dev", interface, "order", "pcp"])
-    return commands
-
-
-def ecn_paths(interface, settings, sysfs_root="/"):
-    """{path: "1" or "0"}: mlx5's ECN switches of one interface, notification point (roce_np) and reaction point
-    (roce_rp) per priority (Documentation/networking/device_drivers/ethernet/mellanox/mlx5), on for the PFC
-    priorities when ECN is wanted, off for the others."""
-    on = set(settings["pfc_priorities"]) if parse_bool(settings["ecn"]) else set()
-    base = f"{sysfs_root.rstrip('/')}/sys/class/net/{interface}/ecn"
-    return {
-        f"{base}/{point}/enable/{p}": "1" if p in on else "0" for point in ("roce_np", "roce_rp") for p in PRIORITIES
-    }
-
-
-def default_tos_path(device, port, configfs_root="/sys/kernel/config"):
-    """RDMA-CM's per-port default ToS in configfs (Documentation/ABI/testing/configfs-rdma_cm); the device's
-    directory must be created (mkdir) before it appears."""
-    return f"{configfs_root.rstrip('/')}/rdma_cm/{device}/ports/{port}/default_roce_tos"
+def resolved_settings(defaults, overrides, interfaces):
+    """{interface: settings} as roce_qos_apply takes them: validated input (qos_errors empty) with ``ecn`` a bool
+    and the DSCP map's keys and values integers."""
+    result = {}
+    for name, settings in interface_settings(defaults, overrides, interfaces).items():
+        result[name] = {
+            "trust": settings["trust"],
+            "pfc_priorities": sorted({int(p) for p in settings["pfc_priorities"]}),
+            "dscp_map": {int(dscp): int(prio) for dscp, prio in settings["dscp_map"].items()},
+            "tos": int(settings["tos"]),
+            "ecn": parse_bool(settings["ecn"]),
+        }
+    return result

@@ -8,7 +8,8 @@ module: fabric_validate_collect
 short_description: Read everything role fabric_validate judges on a host, in one call
 description:
   - Returns the RDMA devices and ports (as M(gpucluster.fabric.ib_port_info)), the GPUs and GPU to NIC affinity (as
-    M(gpucluster.fabric.gpu_topology_info)), the content of C(nccl.conf) and the MTU of every expected interface.
+    M(gpucluster.fabric.gpu_topology_info)), the content of C(nccl.conf), the MTU of every expected interface and
+    the live RoCE QoS against O(roce_qos).
   - Role fabric_validate calls it once per host. A port that is C(LinkUp) but C(INIT) or C(ARMED) waits for the
     subnet manager (one just started may not have swept every port yet). With O(settle_seconds), the RDMA devices
     are read again every O(settle_delay) seconds while such a port remains, and the last read is returned (running
@@ -28,6 +29,13 @@ options:
     type: list
     elements: dict
     default: []
+  roce_qos:
+    description:
+      - RoCE interface name to the QoS settings role gpucluster.fabric.roce_qos applied (its fact
+        C(gpucluster_roce_qos.interfaces)); each is read back as M(gpucluster.fabric.roce_qos) reads it in check
+        mode, from the host's own C(/sys) and configfs (not below O(root)).
+    type: dict
+    default: {}
   settle_seconds:
     description: How long ports that wait for the subnet manager are read again; V(0) returns the first read.
     type: int
@@ -81,6 +89,11 @@ interfaces:
   type: list
   elements: dict
   sample: [{name: eth1, expected_mtu: 4200, mtu: 4200}]
+roce_qos:
+  description: Per interface and setting, what M(gpucluster.fabric.roce_qos) returns in check mode (C(ok), C(changed)
+    meaning different from O(roce_qos), or C(unsupported) with the reason); empty without O(roce_qos).
+  returned: always
+  type: dict
 """
 
 import os  # noqa: E402
@@ -94,6 +107,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_probe imp
     probe_rdma,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import read_interface_mtus  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos_apply import Host, apply_all  # noqa: E402
 
 GPU_KEYS = ("gpu_present", "skipped_reason", "gpus", "affinity", "nic_count", "flagged")
 
@@ -105,6 +119,7 @@ def build_module():
             **GPU_ARGUMENT_SPEC,
             "nccl_conf_path": {"type": "path", "default": "/etc/nccl.conf"},
             "interfaces": {"type": "list", "elements": "dict", "default": []},
+            "roce_qos": {"type": "dict", "default": {}},
             "settle_seconds": {"type": "int", "default": 0},
             "settle_delay": {"type": "int", "default": 3},
         },
@@ -158,9 +173,21 @@ def main():
     content, error = read_nccl_conf(params["nccl_conf_path"])
     if error:
         module.fail_json(msg=error, ib=ib)
+    dcb = module.get_bin_path("dcb")
+
+    def run(argv):  # read-only: the Host below is in check mode
+        if argv[0] == "dcb" and not dcb:
+            return 127, "", "dcb: not found"
+        return module.run_command([dcb, *argv[1:]] if argv[0] == "dcb" else argv, environ_update={"LC_ALL": "C"})
+
+    try:
+        roce_qos = apply_all(Host(run=run, check_mode=True), params["roce_qos"])
+    except OSError as exc:
+        module.fail_json(msg=f"cannot read the RoCE QoS: {exc.filename}: {exc.strerror}", ib=ib)
     module.exit_json(
         changed=False,
         attempts=attempts,
+        roce_qos=roce_qos,
         ib=ib,
         gpu={key: gpu[key] for key in GPU_KEYS},
         nccl_conf={"path": params["nccl_conf_path"], "content": content},

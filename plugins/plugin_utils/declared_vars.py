@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-PREFIXES = ("rdma_", "cuda_repo_", "nccl_", "fabric_", "opensm_", "gpucluster_")
+PREFIXES = ("rdma_", "cuda_repo_", "nccl_", "fabric_", "opensm_", "roce_qos_", "gpucluster_")
 MODES = ("error", "warn", "ignore")
 
 _SET_FACT = ("set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_fact")

@@ -14,6 +14,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     rdma_round_record,
     rdma_rounds,
     reference_errors,
+    roce_qos_health,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import read_rdma_devices
 
@@ -487,3 +488,34 @@ def test_kernel_lab_passing_report_is_reproduced_from_its_recorded_data():
     )
     # The role now joins stdout and stderr with a real newline.
     assert report["hosts"]["vm1"]["rdma"][0]["output"].endswith("-\n")
+
+
+def test_roce_qos_read_back_is_judged_per_setting():
+    # What module roce_qos returns in check mode on a Soft-RoCE VM after the role ran (no DCB, no ECN switches).
+    results = {
+        "eth1": {
+            "pfc": {"state": "unsupported", "wanted": [3], "current": None, "reason": "the driver of eth1 has no DCB"},
+            "dscp_map": {"state": "unsupported", "wanted": {26: 3}, "current": None, "reason": "no DCB"},
+            "ecn": {"state": "unsupported", "wanted": [3], "current": None, "reason": "no ECN switches"},
+            "tos": {"state": "ok", "wanted": 106, "current": 106},
+        }
+    }
+    checks = {c["check"]: c for c in roce_qos_health("vm1", {"results": results, "require_pfc": False})}
+    assert checks["roce_qos.tos[eth1]"]["status"] == "passed"
+    assert checks["roce_qos.pfc[eth1]"]["status"] == "skipped"
+    assert checks["roce_qos.pfc[eth1]"]["message"] == "skipped: eth1 pfc not applied: the driver of eth1 has no DCB"
+    # PFC required: the same read is a failure.
+    required = {c["check"]: c for c in roce_qos_health("vm1", {"results": results, "require_pfc": True})}
+    assert required["roce_qos.pfc[eth1]"]["status"] == "failed"
+    assert required["roce_qos.ecn[eth1]"]["status"] == "skipped"
+    # Something reset the ToS after the role ran (a reload of rdma_cm): failed, with what was found and wanted.
+    results["eth1"]["tos"] = {"state": "changed", "wanted": 106, "current": 0}
+    (tos,) = [c for c in roce_qos_health("vm1", {"results": results}) if c["check"] == "roce_qos.tos[eth1]"]
+    assert tos["status"] == "failed" and tos["measured"] == 0 and tos["threshold"] == 106
+    assert "eth1 tos is 0, the inventory asks 106" in tos["message"]
+
+
+def test_roce_qos_without_the_role_is_skipped_only_where_roce_is_declared():
+    assert roce_qos_health("gpu1", {"results": None, "declared": []}) == []
+    (check,) = roce_qos_health("gpu1", {"results": None, "declared": ["ens1f0np0"]})
+    assert check["status"] == "skipped" and "role roce_qos did not run" in check["message"]

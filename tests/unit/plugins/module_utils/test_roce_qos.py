@@ -2,11 +2,9 @@
 
 import pytest
 from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos import (
-    dcb_argv,
-    default_tos_path,
-    ecn_paths,
     interface_settings,
     qos_errors,
+    resolved_settings,
     tos_dscp,
     tos_ecn,
 )
@@ -86,21 +84,13 @@ def test_nccl_traffic_class_must_agree():
     assert errors and "nccl_conf.NCCL_IB_SL='5' is not a PFC priority of ens1f0 ([3])" in errors[0]
 
 
-def test_dcb_commands_set_every_priority_and_replace_the_map():
-    assert dcb_argv("ens1f0", DEFAULTS) == [
-        ["dcb", "pfc", "set", "dev", "ens1f0", "prio-pfc", "0:off", "1:off", "2:off", "3:on", "4:off", "5:off",
-         "6:off", "7:off"],
-        ["dcb", "app", "replace", "dev", "ens1f0", "dscp-prio", "26:3", "48:6"],
-        ["dcb", "apptrust", "set", "dev", "ens1f0", "order", "dscp"],
-    ]  # fmt: skip
-    assert dcb_argv("ens1f0", dict(DEFAULTS, trust="pcp"))[-1][-1] == "pcp"
-
-
-def test_ecn_switches_and_tos_path():
-    paths = ecn_paths("ens1f0", DEFAULTS, "/fake")
-    assert paths["/fake/sys/class/net/ens1f0/ecn/roce_np/enable/3"] == "1"
-    assert paths["/fake/sys/class/net/ens1f0/ecn/roce_rp/enable/3"] == "1"
-    assert paths["/fake/sys/class/net/ens1f0/ecn/roce_np/enable/0"] == "0"
-    assert len(paths) == 16
-    assert set(ecn_paths("ens1f0", dict(DEFAULTS, ecn=False)).values()) == {"0"}
-    assert default_tos_path("mlx5_0", 1) == "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"
+def test_resolved_settings_are_normalised():
+    settings = resolved_settings(dict(DEFAULTS, ecn="yes", pfc_priorities=[3, 3]), {"ens2f0": {"tos": 104}}, IFACES)
+    assert settings["ens1f0"] == {
+        "trust": "dscp",
+        "pfc_priorities": [3],
+        "dscp_map": {26: 3, 48: 6},
+        "tos": 106,
+        "ecn": True,
+    }
+    assert settings["ens2f0"]["tos"] == 104
