@@ -465,7 +465,10 @@ def _nccl_conf_health(host, data):
 
 
 def _qos_value(value):
-    return sorted(value.items()) if isinstance(value, Mapping) else value
+    """A DSCP map as dcb writes it ("26:3 48:6", by DSCP); other values as they are."""
+    if isinstance(value, Mapping):
+        return " ".join(f"{dscp}:{prio}" for dscp, prio in sorted(value.items(), key=lambda item: int(item[0])))
+    return value
 
 
 def roce_qos_health(host, qos):

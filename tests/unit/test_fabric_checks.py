@@ -519,3 +519,10 @@ def test_roce_qos_without_the_role_is_skipped_only_where_roce_is_declared():
     assert roce_qos_health("gpu1", {"results": None, "declared": []}) == []
     (check,) = roce_qos_health("gpu1", {"results": None, "declared": ["ens1f0np0"]})
     assert check["status"] == "skipped" and "role roce_qos did not run" in check["message"]
+
+
+def test_roce_qos_dscp_map_reads_as_dcb_writes_it():
+    results = {"eth1": {k: {"state": "ok", "wanted": [3], "current": [3]} for k in ("pfc", "ecn", "tos")}}
+    results["eth1"]["dscp_map"] = {"state": "changed", "wanted": {"26": 3, "48": 6}, "current": {"8": 1}}
+    (check,) = [c for c in roce_qos_health("h", {"results": results}) if c["check"] == "roce_qos.dscp_map[eth1]"]
+    assert (check["measured"], check["threshold"]) == ("8:1", "26:3 48:6")

@@ -94,3 +94,17 @@ def test_thresholds_are_the_scenarios_documented_overrides(report):
     assert 0 < float(thresholds["ib_write_bw_fraction_of_rate"]["value"]) <= 1
     assert thresholds["ib_write_lat_max_usec"]["source"] == "site override"
     assert 0 < float(thresholds["ib_write_lat_max_usec"]["value"]) < 1e6
+
+
+@pytest.mark.parametrize("host", [CLIENT, SERVER])
+def test_roce_qos_read_back_says_what_the_devices_cannot_take(report, host):
+    # RDMA-CM's default ToS is set on rxe0 and read back as it was set.
+    tos = _check(report, host, f"roce_qos.tos[{NETDEV}]")
+    assert (tos["status"], tos["measured"], tos["threshold"]) == ("passed", 106, 106), tos
+    # virtio-net has no DCB and rxe no ECN switches: skipped, with the reason, never passed.
+    for setting in ("pfc", "dscp_map"):
+        check = _check(report, host, f"roce_qos.{setting}[{NETDEV}]")
+        assert check["status"] == "skipped", check
+        assert f"the driver of {NETDEV} has no DCB support (dcb: " in check["message"], check
+    ecn = _check(report, host, f"roce_qos.ecn[{NETDEV}]")
+    assert ecn["status"] == "skipped" and "exposes no ECN switches" in ecn["message"], ecn
