@@ -140,6 +140,21 @@ class Host:
             os.mkdir(path)
 
 
+def module_runner(module):
+    """A Host runner through an AnsibleModule's run_command, which fails the module on a missing program: ``dcb``
+    is looked up first (iproute2 before 5.11, Debian 11 and Ubuntu 20.04, has none)."""
+    dcb = module.get_bin_path("dcb")
+
+    def run(argv):
+        if argv[0] == "dcb":
+            if not dcb:
+                return 127, "", "dcb: not found"
+            argv = [dcb, *argv[1:]]
+        return module.run_command(argv, environ_update={"LC_ALL": "C"})
+
+    return run
+
+
 def _run(argv):
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)

@@ -107,7 +107,11 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_probe imp
     probe_rdma,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import read_interface_mtus  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos_apply import Host, apply_all  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos_apply import (  # noqa: E402
+    Host,
+    apply_all,
+    module_runner,
+)
 
 GPU_KEYS = ("gpu_present", "skipped_reason", "gpus", "affinity", "nic_count", "flagged")
 
@@ -173,15 +177,8 @@ def main():
     content, error = read_nccl_conf(params["nccl_conf_path"])
     if error:
         module.fail_json(msg=error, ib=ib)
-    dcb = module.get_bin_path("dcb")
-
-    def run(argv):  # read-only: the Host below is in check mode
-        if argv[0] == "dcb" and not dcb:
-            return 127, "", "dcb: not found"
-        return module.run_command([dcb, *argv[1:]] if argv[0] == "dcb" else argv, environ_update={"LC_ALL": "C"})
-
     try:
-        roce_qos = apply_all(Host(run=run, check_mode=True), params["roce_qos"])
+        roce_qos = apply_all(Host(run=module_runner(module), check_mode=True), params["roce_qos"])  # reads only
     except OSError as exc:
         module.fail_json(msg=f"cannot read the RoCE QoS: {exc.filename}: {exc.strerror}", ib=ib)
     module.exit_json(

@@ -86,6 +86,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos_apply i
     Host,
     QosError,
     apply_all,
+    module_runner,
 )
 
 
@@ -105,14 +106,7 @@ def main():
         supports_check_mode=True,
     )
 
-    dcb = module.get_bin_path("dcb")
-
-    def run(argv):
-        if argv[0] == "dcb":
-            if not dcb:  # iproute2 before 5.11 (Debian 11, Ubuntu 20.04) has no dcb
-                return 127, "", "dcb: not found"
-            argv = [dcb, *argv[1:]]
-        return module.run_command(argv, environ_update={"LC_ALL": "C"})
+    run = module_runner(module)
 
     def apply(check_mode):
         host = Host(module.params["sysfs_root"], module.params["configfs_root"], run, check_mode)

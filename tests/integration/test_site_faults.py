@@ -142,7 +142,11 @@ def lab(tmp_path_factory):
             {"fabric_interfaces": [{"name": "eth1", "kind": "ipoib", "mode": "datagram", "mtu": 9000}]},
             ["fabric_interfaces", "4092"],
         ),
-        ({"fabric_port_guids": ["0x0002c90300c0020Z"]}, ["fabric_port_guids"]),
+        # Two roles' problems on one host, reported together: a GUID and a ToS whose DSCP no PFC priority carries.
+        (
+            {"fabric_port_guids": ["0x0002c90300c0020Z"], "roce_qos_tos": 130},
+            ["fabric_port_guids", "roce_qos_tos=130 marks DSCP 32, which roce_qos_dscp_map does not map"],
+        ),
         ({"nccl_versoin": "2.21.5-1+cuda12.4"}, ["nccl_versoin: did you mean nccl_version?"]),
     ],
     ids=["mtu-9000-datagram-ipoib", "malformed-guid", "misspelled-variable"],

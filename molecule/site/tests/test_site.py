@@ -137,6 +137,28 @@ def test_fabric_interface_applied_and_persisted(name):
     assert re.search(r"mtu 4200", persisted), persisted
 
 
+@pytest.mark.parametrize("name", GPU_NODES)
+def test_roce_qos_persisted_and_unsupported_settings_said_so(name):
+    # A veth has no DCB and no RDMA device: nothing of the QoS can be applied, and both the boot-time script (run
+    # here as the unit runs it) and the report say why, per setting; the files that re-apply it at boot are in place.
+    host = _host(name)
+    assert host.service("gpucluster-roce-qos.service").is_enabled
+    settings = json.loads(host.file("/etc/gpucluster/roce_qos.json").content_string)
+    assert settings == {
+        "interfaces": {
+            "eth1": {"trust": "dscp", "pfc_priorities": [3], "dscp_map": {"26": 3, "48": 6}, "tos": 106, "ecn": True}
+        }
+    }
+    assert host.file("/etc/udev/rules.d/90-gpucluster-roce-qos.rules").contains("gpucluster-roce-qos.service")
+    out = host.check_output("python3 /usr/local/libexec/gpucluster/roce_qos_apply.py /etc/gpucluster/roce_qos.json 0")
+    for setting in ("pfc", "dscp_map", "ecn", "tos"):
+        assert re.search(rf"^eth1 {setting}: unsupported \(.+\)$", out, re.M), out
+    mine = {c["check"]: c for c in _latest_report()["checks"] if c["host"] == name}
+    for setting in ("pfc", "dscp_map", "ecn", "tos"):
+        check = mine[f"roce_qos.{setting}[eth1]"]
+        assert check["status"] == "skipped" and "not applied: " in check["message"], check
+
+
 @pytest.mark.parametrize("name", SUBNET_MANAGERS)
 def test_opensm_master_with_tenant_partition(name):
     host = _host(name)

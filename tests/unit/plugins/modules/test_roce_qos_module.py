@@ -1,0 +1,107 @@
+"""Module roce_qos on a synthesised mlx5 host (see test_roce_qos_apply.py): require_pfc refuses a NIC without DCB
+before anything is written, check mode writes nothing, warnings name each setting not applied."""
+
+import json
+
+import pytest
+from ansible_collections.gpucluster.fabric.plugins.modules import roce_qos as mod
+
+SETTINGS = {"trust": "dscp", "pfc_priorities": [3], "dscp_map": {"26": 3, "48": 6}, "tos": 106, "ecn": True}
+
+
+class Exit(Exception):
+    pass
+
+
+class FakeModule:
+    dcb_supported = True
+    check_mode = False
+    params = {}
+
+    def __init__(self, argument_spec, supports_check_mode):
+        self.params = {name: spec.get("default") for name, spec in argument_spec.items()}
+        self.params.update(type(self).params)
+        self.check_mode = type(self).check_mode
+        self.warnings = []
+        self.commands = []
+
+    def get_bin_path(self, name, required=False):
+        return "/usr/sbin/" + name
+
+    def warn(self, text):
+        self.warnings.append(text)
+
+    def run_command(self, argv, environ_update=None):
+        self.commands.append(argv)
+        if not self.dcb_supported:
+            return 1, "", "Attribute read: Operation not supported\n"
+        if argv[1:4] == ["-j", "pfc", "show"]:
+            return 0, json.dumps({"prio_pfc": [False] * 8}), ""
+        if argv[1:4] == ["-j", "app", "show"]:
+            return 0, "{}", ""
+        return 0, "", ""
+
+    def fail_json(self, **kwargs):
+        type(self).result = dict(kwargs, failed=True)
+        raise Exit()
+
+    def exit_json(self, **kwargs):
+        type(self).result = kwargs
+        raise Exit()
+
+
+def _host(tmp_path):
+    root = tmp_path / "root"
+    (root / "sys/class/net/ens1f0np0").mkdir(parents=True)
+    ndevs = root / "sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs"
+    ndevs.mkdir(parents=True)
+    (ndevs / "0").write_text("ens1f0np0\n")
+    tos = tmp_path / "config/rdma_cm/mlx5_0/ports/1/default_roce_tos"
+    tos.parent.mkdir(parents=True)
+    tos.write_text("0\n")
+    return root, tmp_path / "config", tos
+
+
+def _run(monkeypatch, root, configfs, dcb_supported=True, check_mode=False, **params):
+    fake = type(
+        "Module",
+        (FakeModule,),
+        {
+            "dcb_supported": dcb_supported,
+            "check_mode": check_mode,
+            "params": {
+                "interfaces": {"ens1f0np0": SETTINGS},
+                "sysfs_root": str(root),
+                "configfs_root": str(configfs),
+                **params,
+            },
+        },
+    )
+    monkeypatch.setattr(mod, "AnsibleModule", fake)
+    with pytest.raises(Exit):
+        mod.main()
+    return fake.result
+
+
+def test_require_pfc_refuses_a_nic_without_dcb_before_any_write(monkeypatch, tmp_path):
+    root, configfs, tos = _host(tmp_path)
+    result = _run(monkeypatch, root, configfs, dcb_supported=False, require_pfc=True)
+    assert result["failed"] and not result["changed"]
+    assert result["msg"].startswith("PFC cannot be set on ens1f0np0 and roce_qos_require_pfc is true, so nothing")
+    assert tos.read_text() == "0\n"  # the ToS it could have set was not written
+
+
+def test_without_require_pfc_the_rest_is_applied_and_the_rest_said(monkeypatch, tmp_path):
+    root, configfs, tos = _host(tmp_path)
+    result = _run(monkeypatch, root, configfs, dcb_supported=False)
+    assert result["changed"] and tos.read_text() == "106\n"
+    assert result["unsupported"][0].startswith("ens1f0np0 pfc: the driver of ens1f0np0 has no DCB support")
+    assert result["interfaces"]["ens1f0np0"]["tos"]["state"] == "changed"
+
+
+def test_check_mode_writes_nothing_and_a_second_run_changes_nothing(monkeypatch, tmp_path):
+    root, configfs, tos = _host(tmp_path)
+    checked = _run(monkeypatch, root, configfs, check_mode=True)
+    assert checked["changed"] and tos.read_text() == "0\n"
+    _run(monkeypatch, root, configfs)
+    assert tos.read_text() == "106\n"
