@@ -129,18 +129,31 @@ def settings_errors(settings, interface=None):
 
 
 def nccl_errors(settings_by_interface, nccl_conf):
-    """Messages for an /etc/nccl.conf (role nccl's ``nccl_conf``) that contradicts the QoS of the RoCE interfaces."""
+    """Messages for an /etc/nccl.conf (role nccl's ``nccl_conf``; None when role nccl does not manage it) that
+    contradicts the QoS of the RoCE interfaces.
+
+    NCCL opens its RoCE connections through verbs, not RDMA-CM, so RDMA-CM's default ToS does not reach them: their
+    traffic class is NCCL_IB_TC, 0 when unset (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html).
+    A host that trusts DSCP must therefore set NCCL_IB_TC to the ToS, or NCCL's traffic rides DSCP 0, which no PFC
+    priority carries."""
+    if nccl_conf is None:
+        return []
     errors = []
-    conf = nccl_conf or {}
     for name, settings in settings_by_interface.items():
-        tc = conf.get("NCCL_IB_TC")
-        if tc not in (None, "") and str(tc) != str(settings.get("tos")):
+        tc = nccl_conf.get("NCCL_IB_TC")
+        if tc in (None, "") and settings.get("trust") == "dscp":
+            errors.append(
+                f"nccl_conf sets no NCCL_IB_TC while {name} trusts DSCP with ToS {settings.get('tos')} "
+                f"({_variable('tos')}): NCCL connects through verbs, not RDMA-CM, so its traffic would leave with "
+                f"traffic class 0 (DSCP 0, no PFC priority); add NCCL_IB_TC: {settings.get('tos')} to nccl_conf"
+            )
+        elif tc not in (None, "") and str(tc) != str(settings.get("tos")):
             errors.append(
                 f"nccl_conf.NCCL_IB_TC={tc!r} contradicts the ToS {settings.get('tos')} of {name} "
                 f"({_variable('tos')}): NCCL's traffic would carry another DSCP than RDMA-CM's; set NCCL_IB_TC to "
-                f"{settings.get('tos')} or leave it out"
+                f"{settings.get('tos')}"
             )
-        sl = conf.get("NCCL_IB_SL")
+        sl = nccl_conf.get("NCCL_IB_SL")
         if (
             settings.get("trust") == "pcp"
             and sl not in (None, "")
@@ -161,7 +174,8 @@ def _as_int(value):
 
 
 def qos_errors(host, defaults, overrides, interfaces, nccl_conf=None):
-    """Every problem of one host's QoS input, each prefixed with the host; empty when all is well."""
+    """Every problem of one host's QoS input, each prefixed with the host; empty when all is well. ``nccl_conf``:
+    role nccl's mapping where that role writes /etc/nccl.conf on the host, None where it does not."""
     errors = []
     names = set(roce_interfaces(interfaces))
     for name in sorted(set(overrides or {}) - names):

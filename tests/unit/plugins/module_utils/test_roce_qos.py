@@ -76,10 +76,17 @@ def test_overrides_are_checked_per_interface():
 
 def test_nccl_traffic_class_must_agree():
     assert qos_errors("gpu1", DEFAULTS, {}, IFACES, {"NCCL_IB_TC": "106"}) == []
+    # nccl.conf not managed by role nccl: nothing to compare.
+    assert qos_errors("gpu1", DEFAULTS, {}, IFACES, None) == []
+    # Managed, and no NCCL_IB_TC: NCCL's verbs connections would use traffic class 0.
+    errors = qos_errors("gpu1", DEFAULTS, {}, IFACES, {"NCCL_SOCKET_IFNAME": ["eth0"]})
+    assert "nccl_conf sets no NCCL_IB_TC while ens1f0 trusts DSCP with ToS 106" in errors[0]
+    assert errors[0].endswith("add NCCL_IB_TC: 106 to nccl_conf")
     errors = qos_errors("gpu1", DEFAULTS, {}, IFACES, {"NCCL_IB_TC": 96})
     assert errors and "nccl_conf.NCCL_IB_TC=96 contradicts the ToS 106 of ens1f0" in errors[0]
     pcp = dict(DEFAULTS, trust="pcp")
     assert qos_errors("gpu1", pcp, {}, IFACES, {"NCCL_IB_SL": "3"}) == []
+    assert qos_errors("gpu1", pcp, {}, IFACES, {}) == []
     errors = qos_errors("gpu1", pcp, {}, IFACES, {"NCCL_IB_SL": "5"})
     assert errors and "nccl_conf.NCCL_IB_SL='5' is not a PFC priority of ens1f0 ([3])" in errors[0]
 
