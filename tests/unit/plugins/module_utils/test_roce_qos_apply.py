@@ -122,7 +122,7 @@ def test_ecn_switches_and_tos_path():
 
 
 def test_rdma_port_found_by_the_gid_netdev(tmp_path):
-    root, _ = make_host(tmp_path, netdev="eth1", device="rxe0")
+    root = make_host(tmp_path, netdev="eth1", device="rxe0")[0]
     assert rdma_port_of("eth1", str(root)) == ("rxe0", 1)
     assert rdma_port_of("eth2", str(root)) == (None, None)
 
