@@ -722,6 +722,74 @@ def outlier_checks(checks, thresholds, min_hosts=3):
     return result
 
 
+def software_versions(data):
+    """{component: version} of one host's collected data: the packages read (``versions.packages``), the kernel, the
+    GPU driver and each HCA board's firmware (``hca_firmware[<board_id>]``). An absent package is None."""
+    versions = dict((data.get("versions") or {}).get("packages") or {})
+    kernel = (data.get("versions") or {}).get("kernel")
+    if kernel:
+        versions["kernel"] = kernel
+    drivers = sorted(
+        {g.get("driver_version") for g in (data.get("gpu") or {}).get("gpus") or [] if g.get("driver_version")}
+    )
+    if drivers:
+        versions["gpu_driver"] = ",".join(drivers)
+    for device in (data.get("ib") or {}).get("devices") or []:
+        if device.get("fw_ver"):
+            board = device.get("board_id") or device["name"]
+            versions[f"hca_firmware[{board}]"] = device["fw_ver"]
+    return versions
+
+
+def fleet_version_checks(hosts):
+    """Every node of the fleet runs the same software: per component (packages such as libnccl2 and rdma-core, the
+    kernel, the GPU driver, each HCA board's firmware), each host's version against the fleet's most common one. A
+    host that differs fails, naming that version and how many hosts run it, a package it lacks included (the GPU
+    driver and a board's firmware are compared among the hosts that have them); a tie fails every host; one host
+    alone has nothing to agree with (skipped). NCCL users mix versions across nodes without noticing
+    (https://github.com/NVIDIA/nccl/issues/1267); a mismatch is a failure, not a warning."""
+    per_host = {host: software_versions(data or {}) for host, data in hosts.items()}
+    if len(per_host) < 2:
+        return [
+            _check(host, "health", "fleet.versions", "skipped", "skipped: one host, no fleet to compare with")
+            for host in per_host
+        ]
+    checks = []
+    components = sorted({name for versions in per_host.values() for name in versions})
+    for component in components:
+        seen = {host: versions.get(component) for host, versions in per_host.items()}
+        if component == "gpu_driver" or component.startswith("hca_firmware["):
+            # Hardware a host lacks is for the GPU and RDMA checks to judge: compared where it is present.
+            seen = {host: version for host, version in seen.items() if version is not None}
+        if all(v is None for v in seen.values()):
+            continue  # installed on no host of this fleet: nothing to agree on
+        values = [v if v is not None else "absent" for v in seen.values()]
+        modes = statistics.multimode(values)
+        majority = modes[0] if len(modes) == 1 else None
+        share = values.count(majority) if majority else 0
+        for host, version in sorted(seen.items()):
+            name = f"fleet.version[{component}]"
+            shown = version if version is not None else "absent"
+            if majority is None:
+                status = "failed"
+                message = (
+                    f"{component} {shown} on {host}; the fleet runs "
+                    + ", ".join(f"{v} ({values.count(v)})" for v in sorted(set(values)))
+                    + " with no majority: install one version on every node"
+                )
+            elif shown == majority:
+                status = "passed"
+                message = f"{component} {shown}, as {share} of {len(seen)} hosts"
+            else:
+                status = "failed"
+                message = (
+                    f"{component} {shown} on {host}, but {share} of {len(seen)} hosts run {majority}: "
+                    "install the same version on every node"
+                )
+            checks.append(_check(host, "health", name, status, message, shown, majority))
+    return checks
+
+
 def evaluate(hosts, config):
     """All checks for the selected tiers. ``hosts``: {host: collected data}; ``config``: tiers, thresholds,
     references, expected, rdma_device, unreached (hosts of the play that were not validated: unreachable, or failed
@@ -747,6 +815,8 @@ def evaluate(hosts, config):
             checks.extend(rdma_checks(host, data, thresholds, config.get("rdma_device")))
         if "nccl" in tiers:
             checks.extend(nccl_checks(host, data, thresholds, config.get("references")))
+    if "health" in tiers:
+        checks.extend(fleet_version_checks(hosts))
     if "outliers" in tiers:
         checks.extend(outlier_checks(checks, thresholds))
     summary = {status: len([c for c in checks if c["status"] == status]) for status in ("passed", "failed", "skipped")}

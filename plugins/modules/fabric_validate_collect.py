@@ -36,6 +36,13 @@ options:
         mode, from the host's own C(/sys) and configfs (not below O(root)).
     type: dict
     default: {}
+  packages:
+    description:
+      - Debian packages whose installed version is read (C(dpkg-query)), for the fleet's version agreement; a package
+        that is not installed reads as null.
+    type: list
+    elements: str
+    default: []
   settle_seconds:
     description: How long ports that wait for the subnet manager are read again; V(0) returns the first read.
     type: int
@@ -89,6 +96,11 @@ interfaces:
   type: list
   elements: dict
   sample: [{name: eth1, expected_mtu: 4200, mtu: 4200}]
+versions:
+  description: C(packages) (name to installed version or null) and C(kernel) (the running kernel's release).
+  returned: always
+  type: dict
+  sample: {packages: {libnccl2: 2.21.5-1+cuda12.4, rdma-core: null}, kernel: 6.1.0-27-amd64}
 roce_qos:
   description: Per interface and setting, what M(gpucluster.fabric.roce_qos) returns in check mode (C(ok), C(changed)
     meaning different from O(roce_qos), or C(unsupported) with the reason); empty without O(roce_qos).
@@ -124,6 +136,7 @@ def build_module():
             "nccl_conf_path": {"type": "path", "default": "/etc/nccl.conf"},
             "interfaces": {"type": "list", "elements": "dict", "default": []},
             "roce_qos": {"type": "dict", "default": {}},
+            "packages": {"type": "list", "elements": "str", "default": []},
             "settle_seconds": {"type": "int", "default": 0},
             "settle_delay": {"type": "int", "default": 3},
         },
@@ -140,6 +153,24 @@ def read_nccl_conf(path):
             return handle.read(), None
     except OSError as exc:
         return None, f"cannot read {path}: {exc.strerror}"
+
+
+def read_packages(module, names):
+    """{name: installed version or None} from dpkg-query (no dpkg on the host: every package None)."""
+    versions = dict.fromkeys(names)
+    dpkg_query = module.get_bin_path("dpkg-query") if names else None
+    if not dpkg_query:
+        return versions
+    # One call for all: dpkg-query prints the packages it knows and complains about the others (rc 1).
+    _rc, out, _err = module.run_command(
+        [dpkg_query, "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", *names],
+        environ_update={"LC_ALL": "C"},
+    )
+    for line in out.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 3 and fields[0] in versions and fields[2].startswith("ii"):
+            versions[fields[0]] = fields[1]
+    return versions
 
 
 def waiting_for_sm(ib):
@@ -185,6 +216,7 @@ def main():
         changed=False,
         attempts=attempts,
         roce_qos=roce_qos,
+        versions={"packages": read_packages(module, params["packages"]), "kernel": os.uname().release},
         ib=ib,
         gpu={key: gpu[key] for key in GPU_KEYS},
         nccl_conf={"path": params["nccl_conf_path"], "content": content},

@@ -5,6 +5,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     evaluate,
     expected_interface_mtus,
     failure_lines,
+    fleet_version_checks,
     measurements_errors,
     merge_thresholds,
     outlier_checks,
@@ -526,3 +527,57 @@ def test_roce_qos_dscp_map_reads_as_dcb_writes_it():
     results["eth1"]["dscp_map"] = {"state": "changed", "wanted": {"26": 3, "48": 6}, "current": {"8": 1}}
     (check,) = [c for c in roce_qos_health("h", {"results": results}) if c["check"] == "roce_qos.dscp_map[eth1]"]
     assert (check["measured"], check["threshold"]) == ("8:1", "26:3 48:6")
+
+
+def _versions(packages, kernel="6.1.0-27-amd64", fw="28.39.1002", driver=None):
+    data = {
+        "versions": {"packages": packages, "kernel": kernel},
+        "ib": {"devices": [{"name": "mlx5_0", "board_id": "MT_0000000838", "fw_ver": fw}]},
+    }
+    if driver:
+        data["gpu"] = {"gpus": [{"driver_version": driver}]}
+    return data
+
+
+def test_fleet_versions_name_the_odd_node_and_the_majority():
+    same = {"rdma-core": "44.0-2", "libnccl2": "2.21.5-1+cuda12.4", "perftest": None}
+    hosts = {
+        "gpu1": _versions(same, driver="580.159.04"),
+        "gpu2": _versions(same, driver="580.159.04"),
+        "gpu3": _versions(dict(same, **{"rdma-core": "33.2-1"}), fw="28.36.1010", driver="580.159.04"),
+    }
+    checks = {(c["host"], c["check"]): c for c in fleet_version_checks(hosts)}
+    odd = checks[("gpu3", "fleet.version[rdma-core]")]
+    assert odd["status"] == "failed" and (odd["measured"], odd["threshold"]) == ("33.2-1", "44.0-2")
+    assert odd["message"] == (
+        "rdma-core 33.2-1 on gpu3, but 2 of 3 hosts run 44.0-2: install the same version on every node"
+    )
+    assert checks[("gpu1", "fleet.version[rdma-core]")]["status"] == "passed"
+    assert checks[("gpu3", "fleet.version[hca_firmware[MT_0000000838]]")]["status"] == "failed"
+    assert all(checks[(h, "fleet.version[gpu_driver]")]["status"] == "passed" for h in hosts)
+    assert all(checks[(h, "fleet.version[kernel]")]["status"] == "passed" for h in hosts)
+    # Installed nowhere: not compared.
+    assert not any(check.endswith("[perftest]") for _, check in checks)
+
+
+def test_fleet_versions_missing_package_two_way_split_and_one_host():
+    hosts = {
+        "a": _versions({"libnccl2": "2.21.5-1+cuda12.4"}),
+        "b": _versions({"libnccl2": None}),
+    }
+    checks = {(c["host"], c["check"]): c for c in fleet_version_checks(hosts)}
+    # One of two: no majority, both fail, the message lists what the fleet runs.
+    for host in ("a", "b"):
+        check = checks[(host, "fleet.version[libnccl2]")]
+        assert check["status"] == "failed" and "with no majority" in check["message"], check
+    assert checks[("b", "fleet.version[libnccl2]")]["message"].startswith("libnccl2 absent on b; the fleet runs ")
+    (alone,) = fleet_version_checks({"a": hosts["a"]})
+    assert alone["status"] == "skipped" and alone["check"] == "fleet.versions"
+
+
+def test_fleet_hardware_a_host_lacks_is_not_a_version_disagreement():
+    bare = {"versions": {"packages": {"rdma-core": "44.0-2"}, "kernel": "6.1.0-27-amd64"}}
+    hosts = {"gpu1": _versions({"rdma-core": "44.0-2"}), "gpu2": _versions({"rdma-core": "44.0-2"}), "bare": bare}
+    checks = fleet_version_checks(hosts)
+    assert [c for c in checks if c["status"] != "passed"] == []
+    assert not [c for c in checks if c["host"] == "bare" and "hca_firmware" in c["check"]]

@@ -1,5 +1,7 @@
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -146,10 +148,17 @@ def test_fabric_validate_collect_reads_everything_in_one_call(tmp_path, monkeypa
             "modules": ["rdma_rxe"],
             "nccl_conf_path": str(conf),
             "interfaces": [{"name": "eth1", "expected_mtu": 4200}, {"name": "ib9", "expected_mtu": 4092}],
+            "packages": ["dpkg", "gpucluster-no-such-package"],
         },
         capsys,
     )
     assert result["changed"] is False
+    # Versions from this machine's real dpkg database; a package it does not have reads as null.
+    dpkg = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "dpkg"], capture_output=True, text=True).stdout
+    assert result["versions"] == {
+        "packages": {"dpkg": dpkg, "gpucluster-no-such-package": None},
+        "kernel": os.uname().release,
+    }
     assert sorted(result["ib"]) == ["devices", "modules_loaded", "rdma_present"]
     assert result["ib"]["rdma_present"] is True
     assert result["ib"]["devices"][0]["ports"][0]["active_mtu"] == 4096
