@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """Filters for parsing perftest / nccl-tests output and for the fabric_validate role's evaluation.
 
-Public: perftest_parse, nccl_tests_parse. Used by roles/fabric_validate: fabric_rdma_rounds, fabric_rdma_part,
+Public: perftest_parse, nccl_tests_parse. Used by roles/fabric_validate: fabric_rdma_rounds, fabric_rdma_retry_rounds,
+fabric_rdma_part,
 fabric_perftest_argv, fabric_rdma_round_record, fabric_preflight_errors, fabric_merge_thresholds, fabric_evaluate,
 fabric_expected_mtus, fabric_failure_lines, fabric_plot_series (logic in plugins/module_utils/fabric_checks.py).
 Each filter is documented in <name>.yml.
@@ -17,6 +18,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     plot_series,
     preflight_errors,
     rdma_part,
+    rdma_retry_rounds,
     rdma_round_record,
     rdma_rounds,
 )
@@ -41,6 +43,7 @@ class FilterModule:
             "perftest_parse": perftest_parse,
             "nccl_tests_parse": nccl_tests_parse,
             "fabric_rdma_rounds": lambda hosts, pairs=None, present=None: rdma_rounds(hosts, pairs or None, present),
+            "fabric_rdma_retry_rounds": rdma_retry_rounds,
             "fabric_rdma_part": rdma_part,
             "fabric_perftest_argv": perftest_argv,
             "fabric_rdma_round_record": rdma_round_record,

@@ -147,10 +147,27 @@ def measurements_errors(measurements):
 
 
 def preflight_errors(
-    tiers, thresholds, pairs, play_hosts, settle_seconds=0, settle_delay=1, measurements=None, references=None
+    tiers,
+    thresholds,
+    pairs,
+    play_hosts,
+    settle_seconds=0,
+    settle_delay=1,
+    measurements=None,
+    references=None,
+    rdma_attempts=1,
 ):
     """Messages for bad input, each naming the variable, the value and the fix. Empty when all is well."""
     errors = measurements_errors({} if measurements is None else measurements)
+    try:  # -e gives a string: "3" is 3
+        attempts = None if isinstance(rdma_attempts, bool) else int(str(rdma_attempts))
+    except ValueError:
+        attempts = None
+    if attempts is None or attempts < 1:
+        errors.append(
+            f"fabric_validate_rdma_attempts={rdma_attempts!r} must be a whole number, at least 1 (1 measures once); "
+            "use e.g. 3"
+        )
     errors.extend(reference_errors(references or []))
     if int(settle_seconds) < 0:
         errors.append(
@@ -516,6 +533,65 @@ def roce_qos_health(host, qos):
     return checks
 
 
+def _rdma_run_check(host, run, thresholds, device, port):
+    """The check of one perftest run (one attempt)."""
+    name = f"{run['test']}[{run.get('peer')}]"
+    if run.get("skipped"):
+        return _check(host, "rdma", name, "skipped", f"skipped: {run['skipped']}")
+    parsed = parse_perftest(run.get("output", ""))
+    summary = summarize_perftest(parsed)
+    if run.get("rc") not in (None, 0):
+        summary = {"ok": False, "errors": [f"exit status {run['rc']}"] + summary.get("errors", [])}
+    if not summary["ok"]:
+        return _check(
+            host,
+            "rdma",
+            name,
+            "failed",
+            f"{run['test']} to {run.get('peer')} failed: " + "; ".join(summary["errors"][:3]),
+        )
+    if summary["kind"] == "bw":
+        fraction = float(thresholds["ib_write_bw_fraction_of_rate"]["value"])
+        rate = (port or {}).get("rate_gbps")
+        if not rate:
+            return _check(
+                host, "rdma", name, "skipped", "skipped: port rate unknown", summary["bw_avg_gbps"], unit="Gb/s"
+            )
+        limit = round(fraction * rate, 3)
+        ok = summary["bw_avg_gbps"] >= limit
+        return _check(
+            host,
+            "rdma",
+            name,
+            "passed" if ok else "failed",
+            f"ib_write_bw to {run.get('peer')}: {summary['bw_avg_gbps']} Gb/s, threshold {limit} Gb/s "
+            f"({fraction} x {rate} Gb/s port rate of {device}/{port.get('port')})",
+            summary["bw_avg_gbps"],
+            limit,
+            "Gb/s",
+        )
+    limit = float(thresholds["ib_write_lat_max_usec"]["value"])
+    ok = summary["t_typical_usec"] <= limit
+    return _check(
+        host,
+        "rdma",
+        name,
+        "passed" if ok else "failed",
+        f"ib_write_lat to {run.get('peer')}: typical {summary['t_typical_usec']} us, threshold {limit} us",
+        summary["t_typical_usec"],
+        limit,
+        "us",
+    )
+
+
+def _attempts(runs):
+    """{(test, peer): [run, ...]} in the order measured: a measurement run again after it failed is its next attempt."""
+    grouped = {}
+    for run in runs:
+        grouped.setdefault((run["test"], run.get("peer")), []).append(run)
+    return grouped
+
+
 def rdma_checks(host, data, thresholds, device_name=None):
     if not (data.get("ib") or {}).get("rdma_present"):
         return [_check(host, "rdma", "rdma", "skipped", "skipped: no RDMA device")]
@@ -529,67 +605,40 @@ def rdma_checks(host, data, thresholds, device_name=None):
         return [_check(host, "rdma", "rdma", "skipped", "skipped: no peer to test against")]
     checks = []
     device, port = _rdma_port(data, device_name)
-    for run in runs:
-        name = f"{run['test']}[{run.get('peer')}]"
-        if run.get("skipped"):
-            checks.append(_check(host, "rdma", name, "skipped", f"skipped: {run['skipped']}"))
-            continue
-        parsed = parse_perftest(run.get("output", ""))
-        summary = summarize_perftest(parsed)
-        if run.get("rc") not in (None, 0):
-            summary = {"ok": False, "errors": [f"exit status {run['rc']}"] + summary.get("errors", [])}
-        if not summary["ok"]:
-            checks.append(
-                _check(
-                    host,
-                    "rdma",
-                    name,
-                    "failed",
-                    f"{run['test']} to {run.get('peer')} failed: " + "; ".join(summary["errors"][:3]),
-                )
-            )
-            continue
-        if summary["kind"] == "bw":
-            fraction = float(thresholds["ib_write_bw_fraction_of_rate"]["value"])
-            rate = (port or {}).get("rate_gbps")
-            if not rate:
-                checks.append(
-                    _check(
-                        host, "rdma", name, "skipped", "skipped: port rate unknown", summary["bw_avg_gbps"], unit="Gb/s"
-                    )
-                )
-                continue
-            limit = round(fraction * rate, 3)
-            ok = summary["bw_avg_gbps"] >= limit
-            checks.append(
-                _check(
-                    host,
-                    "rdma",
-                    name,
-                    "passed" if ok else "failed",
-                    f"ib_write_bw to {run.get('peer')}: {summary['bw_avg_gbps']} Gb/s, threshold {limit} Gb/s "
-                    f"({fraction} x {rate} Gb/s port rate of {device}/{port.get('port')})",
-                    summary["bw_avg_gbps"],
-                    limit,
-                    "Gb/s",
-                )
-            )
-        else:
-            limit = float(thresholds["ib_write_lat_max_usec"]["value"])
-            ok = summary["t_typical_usec"] <= limit
-            checks.append(
-                _check(
-                    host,
-                    "rdma",
-                    name,
-                    "passed" if ok else "failed",
-                    f"ib_write_lat to {run.get('peer')}: typical {summary['t_typical_usec']} us, threshold {limit} us",
-                    summary["t_typical_usec"],
-                    limit,
-                    "us",
-                )
-            )
+    for attempts in _attempts(runs).values():
+        judged = [_rdma_run_check(host, run, thresholds, device, port) for run in attempts]
+        final = dict(judged[-1])
+        if len(judged) > 1:
+            # Only a failure is run again, so the last attempt decides; every attempt stays in the report.
+            final["attempts"] = [
+                {"attempt": n, "status": c["status"], "measured": c["measured"], "message": c["message"]}
+                for n, c in enumerate(judged, 1)
+            ]
+            earlier = "; ".join(f"attempt {n}: {c['status']}, {c['message']}" for n, c in enumerate(judged[:-1], 1))
+            final["message"] = f"{final['message']} (attempt {len(judged)} of {len(judged)}; {earlier})"
+        checks.append(final)
     return checks
+
+
+def rdma_retry_rounds(hosts, records, thresholds, device_name=None, attempt=2):
+    """The rounds to run for attempt ``attempt``: every measurement (client, server, test) whose attempts so far all
+    failed and number attempt - 1, scheduled like rdma_rounds (no host twice in a round), each as [pairs, test].
+    ``records``: each host's record (same order as ``hosts``). Every host computes the same list from the same
+    records, so the rounds line up as the first ones do. A passed or skipped measurement is never run again; a
+    pre-measured one (fabric_validate_measurements) is scheduled once more, but its hosts measure nothing live, so
+    it keeps one attempt and is not scheduled again."""
+    retry = {}
+    for host, record in zip(hosts or [], records or []):
+        record = record or {}
+        if not (record.get("ib") or {}).get("rdma_present"):
+            continue
+        device, port = _rdma_port(record, device_name)
+        for (test, peer), runs in _attempts(record.get("rdma") or []).items():
+            if len(runs) != attempt - 1:
+                continue
+            if all(_rdma_run_check(host, run, thresholds, device, port)["status"] == "failed" for run in runs):
+                retry.setdefault(test, []).append({"server": peer, "client": host})
+    return [[pairs, test] for test in RDMA_TESTS if test in retry for pairs in rdma_rounds(pairs=retry[test])]
 
 
 def busbw_reference(references, gpu_name, gpus):

@@ -11,7 +11,9 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     outlier_checks,
     perftest_argv,
     preflight_errors,
+    rdma_checks,
     rdma_part,
+    rdma_retry_rounds,
     rdma_round_record,
     rdma_rounds,
     reference_errors,
@@ -581,3 +583,72 @@ def test_fleet_hardware_a_host_lacks_is_not_a_version_disagreement():
     checks = fleet_version_checks(hosts)
     assert [c for c in checks if c["status"] != "passed"] == []
     assert not [c for c in checks if c["host"] == "bare" and "hca_firmware" in c["check"]]
+
+
+def _bw_run(peer, gbps, rc=0):
+    """The captured Soft-RoCE ib_write_bw client output with its result row's bandwidth replaced by ``gbps``."""
+    captured = (FIXTURES / "softroce-qemu" / "ib_write_bw_x1_client_vm1.txt").read_text()
+    output = captured.replace("0.23               0.14", f"{gbps}               {gbps}")
+    assert output != captured
+    return {"test": "ib_write_bw", "peer": peer, "output": output, "rc": rc, "skipped": None}
+
+
+def _rdma_record(runs):
+    return {
+        "ib": {
+            "rdma_present": True,
+            "devices": [{"name": "mlx5_0", "ports": [{"port": 1, "state": "ACTIVE", "rate_gbps": 400.0}]}],
+        },
+        "rdma": runs,
+    }
+
+
+RETRY_THRESHOLDS = {"ib_write_bw_fraction_of_rate": {"value": 0.9}, "ib_write_lat_max_usec": {"value": 5.0}}
+
+
+def test_a_slow_attempt_that_passes_on_retry_passes_with_every_attempt_reported():
+    record = _rdma_record([_bw_run("gpu2", 120.5), _bw_run("gpu2", 371.2)])
+    (check,) = rdma_checks("gpu1", record, RETRY_THRESHOLDS)
+    assert (check["status"], check["measured"]) == ("passed", 371.2)
+    assert [(a["attempt"], a["status"], a["measured"]) for a in check["attempts"]] == [
+        (1, "failed", 120.5),
+        (2, "passed", 371.2),
+    ]
+    assert "(attempt 2 of 2; attempt 1: failed, ib_write_bw to gpu2: 120.5 Gb/s" in check["message"]
+
+
+def test_a_persistently_slow_measurement_fails_after_every_attempt():
+    record = _rdma_record([_bw_run("gpu2", 120.5), _bw_run("gpu2", 118.0), _bw_run("gpu2", 121.9)])
+    (check,) = rdma_checks("gpu1", record, RETRY_THRESHOLDS)
+    assert check["status"] == "failed" and len(check["attempts"]) == 3
+    assert {a["status"] for a in check["attempts"]} == {"failed"}
+
+
+def test_retry_rounds_hold_only_what_failed_every_time_so_far():
+    records = [
+        _rdma_record([_bw_run("gpu2", 120.5)]),  # gpu1 -> gpu2 failed once
+        _rdma_record([_bw_run("gpu3", 380.0)]),  # gpu2 -> gpu3 passed
+        _rdma_record([_bw_run("gpu1", 10.0, rc=1)]),  # gpu3 -> gpu1 failed (exit status)
+    ]
+    hosts = ["gpu1", "gpu2", "gpu3"]
+    rounds = rdma_retry_rounds(hosts, records, RETRY_THRESHOLDS, None, 2)
+    # gpu1 and gpu3 share no host with... gpu1 serves gpu3 and is client of gpu2: two rounds.
+    assert rounds == [
+        [[{"server": "gpu2", "client": "gpu1"}], "ib_write_bw"],
+        [[{"server": "gpu1", "client": "gpu3"}], "ib_write_bw"],
+    ]
+    # After a second attempt that passed for gpu1 and failed again for gpu3: only gpu3 goes to attempt 3.
+    records[0]["rdma"].append(_bw_run("gpu2", 371.0))
+    records[2]["rdma"].append(_bw_run("gpu1", 11.0, rc=1))
+    assert rdma_retry_rounds(hosts, records, RETRY_THRESHOLDS, None, 3) == [
+        [[{"server": "gpu1", "client": "gpu3"}], "ib_write_bw"]
+    ]
+    # Nothing failed: nothing to run.
+    assert rdma_retry_rounds(hosts[1:2], records[1:2], RETRY_THRESHOLDS, None, 2) == []
+
+
+@pytest.mark.parametrize("attempts", [0, "0", "three", True])
+def test_rdma_attempts_must_be_a_whole_number_from_one(attempts):
+    errors = preflight_errors(["rdma"], {}, [], ["gpu1"], rdma_attempts=attempts)
+    assert any(e.startswith(f"fabric_validate_rdma_attempts={attempts!r} must be a whole number") for e in errors)
+    assert preflight_errors(["rdma"], {}, [], ["gpu1"], rdma_attempts="3") == []
