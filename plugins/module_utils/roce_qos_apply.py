@@ -313,6 +313,12 @@ def _wait_for(interfaces, sysfs_root, seconds):
         time.sleep(1)
 
 
+def _say(stream, line):
+    """One line to the journal (the unit's standard output or error)."""
+    stream.write(line + "\n")
+    stream.flush()
+
+
 def main(argv=None):
     """Boot-time entry point: ``python3 roce_qos_apply.py <config.json> [wait seconds]``; the config is
     {"interfaces": {name: settings}} as the role wrote it. Exits 1 when a command fails, 0 otherwise (an
@@ -323,16 +329,16 @@ def main(argv=None):
     interfaces = config["interfaces"]
     missing = _wait_for(interfaces, "/", int(argv[1]) if len(argv) > 1 else 0)
     for name in missing:
-        print(f"{name}: no RDMA port after waiting; applying what can be", flush=True)
+        _say(sys.stdout, f"{name}: no RDMA port after waiting; applying what can be")
     try:
         results = apply_all(Host(), interfaces)
     except QosError as exc:
-        print(f"failed: {exc}", file=sys.stderr)
+        _say(sys.stderr, f"failed: {exc}")
         return 1
     for line in summary_lines(results):
-        print(line, flush=True)
+        _say(sys.stdout, line)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -154,7 +154,9 @@ def test_fabric_validate_collect_reads_everything_in_one_call(tmp_path, monkeypa
     )
     assert result["changed"] is False
     # Versions from this machine's real dpkg database; a package it does not have reads as null.
-    dpkg = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "dpkg"], capture_output=True, text=True).stdout
+    dpkg = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Version}", "dpkg"], capture_output=True, text=True, check=True
+    ).stdout
     assert result["versions"] == {
         "packages": {"dpkg": dpkg, "gpucluster-no-such-package": None},
         "kernel": os.uname().release,
