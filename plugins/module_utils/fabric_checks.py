@@ -792,11 +792,11 @@ def software_versions(data):
 
 def fleet_version_checks(hosts):
     """Every node of the fleet runs the same software: per component (packages such as libnccl2 and rdma-core, the
-    kernel, the GPU driver, each HCA board's firmware), each host's version against the fleet's most common one. A
-    host that differs fails, naming that version and how many hosts run it, a package it lacks included (the GPU
-    driver and a board's firmware are compared among the hosts that have them); a tie fails every host; one host
-    alone has nothing to agree with (skipped). NCCL users mix versions across nodes without noticing
-    (https://github.com/NVIDIA/nccl/issues/1267); a mismatch is a failure, not a warning."""
+    kernel, the GPU driver, each HCA board's firmware), each host's version against the most common one among the
+    hosts that have it. A host that differs fails, naming that version and how many hosts run it; a tie fails every
+    host; a component fewer than two hosts have, or one host alone, has nothing to agree with. NCCL users mix
+    versions across nodes without noticing (https://github.com/NVIDIA/nccl/issues/1267); a mismatch is a failure,
+    not a warning."""
     per_host = {host: software_versions(data or {}) for host, data in hosts.items()}
     if len(per_host) < 2:
         return [
@@ -806,36 +806,34 @@ def fleet_version_checks(hosts):
     checks = []
     components = sorted({name for versions in per_host.values() for name in versions})
     for component in components:
-        seen = {host: versions.get(component) for host, versions in per_host.items()}
-        if component == "gpu_driver" or component.startswith("hca_firmware["):
-            # Hardware a host lacks is for the GPU and RDMA checks to judge: compared where it is present.
-            seen = {host: version for host, version in seen.items() if version is not None}
-        if all(v is None for v in seen.values()):
-            continue  # installed on no host of this fleet: nothing to agree on
-        values = [v if v is not None else "absent" for v in seen.values()]
+        # Among the hosts that have it: whether a package, a GPU or an HCA is there at all is for the roles that
+        # install them and for the RDMA and NCCL tiers to judge (a node without perftest fails its RDMA checks).
+        seen = {host: versions[component] for host, versions in per_host.items() if versions.get(component)}
+        if len(seen) < 2:
+            continue  # nothing to agree with
+        values = list(seen.values())
         modes = statistics.multimode(values)
         majority = modes[0] if len(modes) == 1 else None
         share = values.count(majority) if majority else 0
         for host, version in sorted(seen.items()):
             name = f"fleet.version[{component}]"
-            shown = version if version is not None else "absent"
             if majority is None:
                 status = "failed"
                 message = (
-                    f"{component} {shown} on {host}; the fleet runs "
+                    f"{component} {version} on {host}; the fleet runs "
                     + ", ".join(f"{v} ({values.count(v)})" for v in sorted(set(values)))
                     + " with no majority: install one version on every node"
                 )
-            elif shown == majority:
+            elif version == majority:
                 status = "passed"
-                message = f"{component} {shown}, as {share} of {len(seen)} hosts"
+                message = f"{component} {version}, as {share} of {len(seen)} hosts that have it"
             else:
                 status = "failed"
                 message = (
-                    f"{component} {shown} on {host}, but {share} of {len(seen)} hosts run {majority}: "
-                    "install the same version on every node"
+                    f"{component} {version} on {host}, but {share} of {len(seen)} hosts that have it run "
+                    f"{majority}: install the same version on every node"
                 )
-            checks.append(_check(host, "health", name, status, message, shown, majority))
+            checks.append(_check(host, "health", name, status, message, version, majority))
     return checks
 
 

@@ -552,7 +552,7 @@ def test_fleet_versions_name_the_odd_node_and_the_majority():
     odd = checks[("gpu3", "fleet.version[rdma-core]")]
     assert odd["status"] == "failed" and (odd["measured"], odd["threshold"]) == ("33.2-1", "44.0-2")
     assert odd["message"] == (
-        "rdma-core 33.2-1 on gpu3, but 2 of 3 hosts run 44.0-2: install the same version on every node"
+        "rdma-core 33.2-1 on gpu3, but 2 of 3 hosts that have it run 44.0-2: install the same version on every node"
     )
     assert checks[("gpu1", "fleet.version[rdma-core]")]["status"] == "passed"
     assert checks[("gpu3", "fleet.version[hca_firmware[MT_0000000838]]")]["status"] == "failed"
@@ -562,24 +562,30 @@ def test_fleet_versions_name_the_odd_node_and_the_majority():
     assert not any(key[1].endswith("[perftest]") for key in checks)
 
 
-def test_fleet_versions_missing_package_two_way_split_and_one_host():
+def test_fleet_versions_two_way_split_fails_both_and_one_host_is_skipped():
     hosts = {
-        "a": _versions({"libnccl2": "2.21.5-1+cuda12.4"}),
-        "b": _versions({"libnccl2": None}),
+        "a": _versions({"libnccl2": "2.21.5-1+cuda12.4", "perftest": "4.5+0.17-1"}),
+        "b": _versions({"libnccl2": "2.23.4-1+cuda12.6", "perftest": None}),
     }
     checks = {(c["host"], c["check"]): c for c in fleet_version_checks(hosts)}
-    # One of two: no majority, both fail, the message lists what the fleet runs.
+    # One of two each: no majority, both fail, the message lists what the fleet runs.
     for host in ("a", "b"):
         check = checks[(host, "fleet.version[libnccl2]")]
         assert check["status"] == "failed" and "with no majority" in check["message"], check
-    assert checks[("b", "fleet.version[libnccl2]")]["message"].startswith("libnccl2 absent on b; the fleet runs ")
+    assert checks[("b", "fleet.version[libnccl2]")]["message"] == (
+        "libnccl2 2.23.4-1+cuda12.6 on b; the fleet runs 2.21.5-1+cuda12.4 (1), 2.23.4-1+cuda12.6 (1) with no "
+        "majority: install one version on every node"
+    )
+    # perftest on one host only: nothing to agree on here (b's RDMA checks judge a missing perftest).
+    assert not [key for key in checks if key[1] == "fleet.version[perftest]"]
     (alone,) = fleet_version_checks({"a": hosts["a"]})
     assert alone["status"] == "skipped" and alone["check"] == "fleet.versions"
 
 
-def test_fleet_hardware_a_host_lacks_is_not_a_version_disagreement():
-    bare = {"versions": {"packages": {"rdma-core": "44.0-2"}, "kernel": "6.1.0-27-amd64"}}
-    hosts = {"gpu1": _versions({"rdma-core": "44.0-2"}), "gpu2": _versions({"rdma-core": "44.0-2"}), "bare": bare}
+def test_fleet_what_a_host_lacks_is_not_a_version_disagreement():
+    bare = {"versions": {"packages": {"rdma-core": "44.0-2", "perftest": None}, "kernel": "6.1.0-27-amd64"}}
+    full = {"rdma-core": "44.0-2", "perftest": "4.5+0.17-1"}
+    hosts = {"gpu1": _versions(full), "gpu2": _versions(full), "bare": bare}
     checks = fleet_version_checks(hosts)
     assert [c for c in checks if c["status"] != "passed"] == []
     assert not [c for c in checks if c["host"] == "bare" and "hca_firmware" in c["check"]]
