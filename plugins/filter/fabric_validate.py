@@ -4,7 +4,8 @@
 
 Public: perftest_parse, nccl_tests_parse. Used by roles/fabric_validate: fabric_rdma_rounds, fabric_rdma_retry_rounds,
 fabric_rdma_part,
-fabric_perftest_argv, fabric_rdma_round_record, fabric_preflight_errors, fabric_merge_thresholds, fabric_evaluate,
+fabric_perftest_argv, fabric_rdma_round_record, fabric_nccl_run_records,
+fabric_preflight_errors, fabric_merge_thresholds, fabric_evaluate,
 fabric_expected_mtus, fabric_failure_lines, fabric_plot_series (logic in plugins/module_utils/fabric_checks.py).
 Each filter is documented in <name>.yml.
 """
@@ -14,6 +15,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     expected_interface_mtus,
     failure_lines,
     merge_thresholds,
+    nccl_run_records,
     perftest_argv,
     plot_series,
     preflight_errors,
@@ -47,6 +49,7 @@ class FilterModule:
             "fabric_rdma_part": rdma_part,
             "fabric_perftest_argv": perftest_argv,
             "fabric_rdma_round_record": rdma_round_record,
+            "fabric_nccl_run_records": nccl_run_records,
             # One mapping of the role's inputs, named as preflight_errors' parameters.
             "fabric_preflight_errors": lambda inputs: preflight_errors(**inputs),
             "fabric_merge_thresholds": merge_thresholds,

@@ -11,11 +11,19 @@ import statistics
 from collections.abc import Mapping
 
 from .fabric_model import is_int, normalise_interface
+from .nccl_debug import nic_data_paths, nvls_used, parse_nccl_info
 from .nccl_tests import parse_nccl_tests, primary
 from .perftest import parse_perftest, summarize_perftest
 
 TIERS = ("health", "rdma", "nccl", "outliers")
-FRACTION_THRESHOLDS = ("ib_write_bw_fraction_of_rate", "nccl_busbw_fraction_of_reference", "outlier_fraction_of_median")
+# fabric_validate_nccl_benchmarks: nccl-tests where found, else the PyTorch benchmark; or every one found.
+NCCL_BENCHMARKS = ("first", "all")
+FRACTION_THRESHOLDS = (
+    "ib_write_bw_fraction_of_reference",
+    "ib_write_bw_fraction_of_rate",
+    "nccl_busbw_fraction_of_reference",
+    "outlier_fraction_of_median",
+)
 POSITIVE_THRESHOLDS = ("ib_write_lat_max_usec",)
 # NCCL's own docs call these debug-only; hard-coded in /etc/nccl.conf they hurt production jobs.
 NCCL_DEBUG_ONLY = (
@@ -156,6 +164,8 @@ def preflight_errors(
     measurements=None,
     references=None,
     rdma_attempts=1,
+    rdma_bw_references=None,
+    nccl_benchmarks="first",
 ):
     """Messages for bad input, each naming the variable, the value and the fix. Empty when all is well."""
     errors = measurements_errors({} if measurements is None else measurements)
@@ -169,6 +179,12 @@ def preflight_errors(
             "use e.g. 3"
         )
     errors.extend(reference_errors(references or []))
+    errors.extend(rdma_reference_errors(rdma_bw_references or []))
+    if nccl_benchmarks not in NCCL_BENCHMARKS:
+        errors.append(
+            f"fabric_validate_nccl_benchmarks={nccl_benchmarks!r} must be one of {', '.join(NCCL_BENCHMARKS)} "
+            "(first: nccl-tests where found, else the PyTorch benchmark; all: every one found, side by side)"
+        )
     if int(settle_seconds) < 0:
         errors.append(
             f"fabric_validate_port_settle_seconds={settle_seconds} must be 0 or more; "
@@ -234,6 +250,42 @@ def reference_errors(references):
             errors.append(f"{where}.busbw_gbps={row.get('busbw_gbps')!r} must be a number of GB/s greater than 0")
         if "size_bytes" in row and (not is_int(row["size_bytes"]) or int(row["size_bytes"]) < 1):
             errors.append(f"{where}.size_bytes={row['size_bytes']!r} must be a whole number of bytes, e.g. 17179869184")
+        elif "min_bytes" in row and (
+            not is_int(row["min_bytes"]) or not 1 <= int(row["min_bytes"]) <= int(row.get("size_bytes") or 0)
+        ):
+            errors.append(
+                f"{where}.min_bytes={row['min_bytes']!r} must be a whole number of bytes from 1 to size_bytes "
+                "(the sweep whose mean busbw the source judges); it needs size_bytes"
+            )
+        if row.get("nvls") is not None and not isinstance(row["nvls"], bool):
+            errors.append(
+                f"{where}.nvls={row['nvls']!r} must be true (measured with NVLink SHARP), false (without) or left out "
+                "(the source does not say)"
+            )
+        if not str(row.get("source") or "").strip():
+            errors.append(f"{where}.source is missing: name the document a reader can open for this figure")
+    return errors
+
+
+def rdma_reference_errors(references):
+    """Messages for ib_write_bw reference rows that cannot be used: each needs a port rate, a figure and a source."""
+    if not isinstance(references, list):
+        return [f"fabric_validate_rdma_bw_references must be a list of rows, got {type(references).__name__}"]
+    errors = []
+    for index, row in enumerate(references):
+        where = f"fabric_validate_rdma_bw_references[{index}]"
+        if not isinstance(row, Mapping):
+            errors.append(f"{where}={row!r} is not a mapping; give {{rate_gbps, bw_gbps, source}}")
+            continue
+        for key, what in (("rate_gbps", "the port rate in Gb/s, e.g. 400"), ("bw_gbps", "the figure in Gb/s")):
+            try:
+                ok = float(row.get(key)) > 0
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                errors.append(f"{where}.{key}={row.get(key)!r} must be a number greater than 0: {what}")
+        if "size_bytes" in row and (not is_int(row["size_bytes"]) or int(row["size_bytes"]) < 1):
+            errors.append(f"{where}.size_bytes={row['size_bytes']!r} must be a whole number of bytes, e.g. 1048576")
         if not str(row.get("source") or "").strip():
             errors.append(f"{where}.source is missing: name the document a reader can open for this figure")
     return errors
@@ -533,7 +585,7 @@ def roce_qos_health(host, qos):
     return checks
 
 
-def _rdma_run_check(host, run, thresholds, device, port):
+def _rdma_run_check(host, run, thresholds, device, port, bw_references=None):
     """The check of one perftest run (one attempt)."""
     name = f"{run['test']}[{run.get('peer')}]"
     if run.get("skipped"):
@@ -551,25 +603,7 @@ def _rdma_run_check(host, run, thresholds, device, port):
             f"{run['test']} to {run.get('peer')} failed: " + "; ".join(summary["errors"][:3]),
         )
     if summary["kind"] == "bw":
-        fraction = float(thresholds["ib_write_bw_fraction_of_rate"]["value"])
-        rate = (port or {}).get("rate_gbps")
-        if not rate:
-            return _check(
-                host, "rdma", name, "skipped", "skipped: port rate unknown", summary["bw_avg_gbps"], unit="Gb/s"
-            )
-        limit = round(fraction * rate, 3)
-        ok = summary["bw_avg_gbps"] >= limit
-        return _check(
-            host,
-            "rdma",
-            name,
-            "passed" if ok else "failed",
-            f"ib_write_bw to {run.get('peer')}: {summary['bw_avg_gbps']} Gb/s, threshold {limit} Gb/s "
-            f"({fraction} x {rate} Gb/s port rate of {device}/{port.get('port')})",
-            summary["bw_avg_gbps"],
-            limit,
-            "Gb/s",
-        )
+        return _rdma_bw_check(host, name, run, summary, thresholds, device, port, bw_references)
     limit = float(thresholds["ib_write_lat_max_usec"]["value"])
     ok = summary["t_typical_usec"] <= limit
     return _check(
@@ -584,6 +618,81 @@ def _rdma_run_check(host, run, thresholds, device, port):
     )
 
 
+def rdma_bw_reference(references, rate_gbps):
+    """The first ib_write_bw reference row for a port of this rate (Gb/s), or None."""
+    for row in references or []:
+        if rate_gbps is not None and float(row["rate_gbps"]) == float(rate_gbps):
+            return row
+    return None
+
+
+def _rdma_bw_check(host, name, run, summary, thresholds, device, port, references):
+    """ib_write_bw against the published figure for the port's speed; for a speed with no published figure, against
+    the site's own fraction of the port rate when the site set one, else skipped with the reason."""
+    peer = run.get("peer")
+    bw = summary["bw_avg_gbps"]
+    rate = (port or {}).get("rate_gbps")
+    where = f"{device}/{(port or {}).get('port')}"
+    if not rate:
+        return _check(host, "rdma", name, "skipped", "skipped: port rate unknown", bw, unit="Gb/s")
+    row = rdma_bw_reference(references, rate)
+    if row is not None:
+        wanted = row.get("size_bytes")
+        if wanted and int(summary.get("bytes") or 0) < int(wanted):
+            return _check(
+                host,
+                "rdma",
+                name,
+                "skipped",
+                f"skipped: the ib_write_bw reference for {row.get('name') or rate} ({rate} Gb/s) applies at "
+                f"{wanted} B messages ({_cite(row)}); measured {bw} Gb/s at {summary.get('bytes')} B: set "
+                f"fabric_validate_rdma_bw_size to at least {wanted}",
+                bw,
+                unit="Gb/s",
+            )
+        fraction = float(thresholds["ib_write_bw_fraction_of_reference"]["value"])
+        limit = round(fraction * float(row["bw_gbps"]), 3)
+        return _check(
+            host,
+            "rdma",
+            name,
+            "passed" if bw >= limit else "failed",
+            f"ib_write_bw to {peer}: {bw} Gb/s, threshold {limit} Gb/s ({fraction} x {row['bw_gbps']} Gb/s published "
+            f"for {row.get('name') or ''} {rate} Gb/s ports: {_cite(row)})".replace("for  ", "for "),
+            bw,
+            limit,
+            "Gb/s",
+        )
+    policy = thresholds["ib_write_bw_fraction_of_rate"]
+    if policy.get("source") != "site override":
+        return _check(
+            host,
+            "rdma",
+            name,
+            "skipped",
+            f"skipped: no published ib_write_bw figure for a {rate} Gb/s port ({where}); measured {bw} Gb/s. "
+            "Published rows: "
+            + (", ".join(f"{r['rate_gbps']} Gb/s" for r in references or []) or "none")
+            + ". Add a row with its source to fabric_validate_rdma_bw_references, or judge against a fraction of the "
+            "port rate with fabric_validate_threshold_overrides.ib_write_bw_fraction_of_rate",
+            bw,
+            unit="Gb/s",
+        )
+    fraction = float(policy["value"])
+    limit = round(fraction * rate, 3)
+    return _check(
+        host,
+        "rdma",
+        name,
+        "passed" if bw >= limit else "failed",
+        f"ib_write_bw to {peer}: {bw} Gb/s, threshold {limit} Gb/s "
+        f"({fraction} x {rate} Gb/s port rate of {where}, site override: no published figure for this speed)",
+        bw,
+        limit,
+        "Gb/s",
+    )
+
+
 def _attempts(runs):
     """{(test, peer): [run, ...]} in the order measured: a measurement run again after it failed is its next attempt."""
     grouped = {}
@@ -592,7 +701,7 @@ def _attempts(runs):
     return grouped
 
 
-def rdma_checks(host, data, thresholds, device_name=None):
+def rdma_checks(host, data, thresholds, device_name=None, bw_references=None):
     if not (data.get("ib") or {}).get("rdma_present"):
         return [_check(host, "rdma", "rdma", "skipped", "skipped: no RDMA device")]
     runs = data.get("rdma") or []
@@ -606,7 +715,7 @@ def rdma_checks(host, data, thresholds, device_name=None):
     checks = []
     device, port = _rdma_port(data, device_name)
     for attempts in _attempts(runs).values():
-        judged = [_rdma_run_check(host, run, thresholds, device, port) for run in attempts]
+        judged = [_rdma_run_check(host, run, thresholds, device, port, bw_references) for run in attempts]
         final = dict(judged[-1])
         if len(judged) > 1:
             # Only a failure is run again, so the last attempt decides; every attempt stays in the report.
@@ -620,13 +729,14 @@ def rdma_checks(host, data, thresholds, device_name=None):
     return checks
 
 
-def rdma_retry_rounds(hosts, records, thresholds, device_name=None, attempt=2):
+def rdma_retry_rounds(hosts, records, thresholds, device_name=None, attempt=2, bw_references=None):
     """The rounds to run for attempt ``attempt``: every measurement (client, server, test) whose attempts so far all
     failed and number attempt - 1, scheduled like rdma_rounds (no host twice in a round), each as [pairs, test].
     ``records``: each host's record (same order as ``hosts``). Every host computes the same list from the same
     records, so the rounds line up as the first ones do. A passed or skipped measurement is never run again; a
     pre-measured one (fabric_validate_measurements) is scheduled once more, but its hosts measure nothing live, so
     it keeps one attempt and is not scheduled again."""
+    attempt = int(attempt)
     retry = {}
     for host, record in zip(hosts or [], records or []):
         record = record or {}
@@ -636,65 +746,174 @@ def rdma_retry_rounds(hosts, records, thresholds, device_name=None, attempt=2):
         for (test, peer), runs in _attempts(record.get("rdma") or []).items():
             if len(runs) != attempt - 1:
                 continue
-            if all(_rdma_run_check(host, run, thresholds, device, port)["status"] == "failed" for run in runs):
+            if all(
+                _rdma_run_check(host, run, thresholds, device, port, bw_references)["status"] == "failed"
+                for run in runs
+            ):
                 retry.setdefault(test, []).append({"server": peer, "client": host})
     return [[pairs, test] for test in RDMA_TESTS if test in retry for pairs in rdma_rounds(pairs=retry[test])]
 
 
-def busbw_reference(references, gpu_name, gpus):
-    """The first reference row whose 'gpu' pattern matches the GPU name and whose gpus_per_node equals ``gpus``."""
+def busbw_reference(references, gpu_name, gpus, nvls=None):
+    """The first reference row whose 'gpu' pattern matches the GPU name, whose gpus_per_node equals ``gpus`` and whose
+    ``nvls`` (when the row has one) is what the run used: a row measured with NVLink SHARP does not judge a run without
+    it, nor the other way round. A run whose NVLS use is unknown (None) matches only rows that do not say."""
     for row in references or []:
-        if re.search(row["gpu"], gpu_name or "", re.IGNORECASE) and int(row["gpus_per_node"]) == int(gpus or 0):
-            return row
+        if not re.search(row["gpu"], gpu_name or "", re.IGNORECASE) or int(row["gpus_per_node"]) != int(gpus or 0):
+            continue
+        if row.get("nvls") is not None and (nvls is None or bool(row["nvls"]) != bool(nvls)):
+            continue
+        return row
     return None
 
 
-def nccl_checks(host, data, thresholds, references):
-    def one(status, message, measured=None, threshold=None, unit=None):
-        return [_check(host, "nccl", "nccl.all_reduce", status, message, measured, threshold, unit)]
+def _cite(row):
+    """A reference row's source, with its address when the row has one."""
+    return f"{_cite(row)} ({row['url']})" if row.get("url") else str(row["source"])
 
-    gpu = data.get("gpu") or {}
-    nccl = data.get("nccl")
-    if not gpu.get("gpu_present"):
-        return one("skipped", f"skipped: {gpu.get('skipped_reason') or 'no GPU'}")
-    if not nccl or not (nccl.get("output") or nccl.get("skipped")):
-        return one(
-            "skipped",
-            "skipped: no all-reduce benchmark "
-            "(set fabric_validate_nccl_tests_dir or fabric_validate_nccl_torch_python)",
+
+def _shape(gpus, model, nvls):
+    state = {True: "NVLS on", False: "NVLS off", None: "NVLS use unknown (run with NCCL_DEBUG=INFO)"}[nvls]
+    return f"{gpus}x {model}, {state}"
+
+
+def _missing_reference(references, model, nranks, nvls):
+    """Why no row judges this shape: the rows the table has for this GPU model (their shapes and sources), or none."""
+    rows = [r for r in references or [] if re.search(r["gpu"], model or "", re.IGNORECASE)]
+    if not rows:
+        known = "the table has no row for this GPU model"
+    else:
+        known = "the table's rows for this GPU model are " + "; ".join(
+            f"{r['gpus_per_node']} GPUs"
+            + ("" if r.get("nvls") is None else (", NVLS on" if r["nvls"] else ", NVLS off"))
+            + f" ({r['source'].split(' (')[0]})"
+            for r in rows
         )
-    if nccl.get("skipped"):
-        return one("skipped", f"skipped: {nccl['skipped']}")
-    parsed = parse_nccl_tests(nccl["output"])
-    if nccl.get("rc") not in (None, 0):
+    return (
+        f"no published busbw figure for {_shape(nranks, model, nvls)}: {known}. No public source we know of publishes "
+        "this shape; add a row with its source to fabric_validate_busbw_references"
+    )
+
+
+def nccl_runs(data):
+    """The host's all-reduce runs as a list of {tool, output, rc, environment} or {tool, skipped}: the role records a
+    list (one run per benchmark); a single mapping (pre-measured output, older records) is one run."""
+    nccl = data.get("nccl")
+    if not nccl:
+        return []
+    runs = nccl if isinstance(nccl, list) else [nccl]
+    result = []
+    for run in runs:
+        run = dict(run or {})
+        if not run.get("tool"):
+            parsed = parse_nccl_tests(run.get("output") or "")
+            if "torch.distributed" in (parsed.get("collective") or ""):
+                run["tool"] = "pytorch"
+            elif parsed.get("nccl_tests_version") or parsed.get("format") == "json":
+                run["tool"] = "nccl-tests"
+            else:
+                run["tool"] = "given"
+        result.append(run)
+    return result
+
+
+def nccl_run_records(results, tools, environment=None):
+    """What the report keeps of the benchmarks that ran: for each registered result that has an exit status (the
+    others did not run), {tool (its name in ``tools``), output (stdout, a newline, stderr), rc, environment (the
+    variables the role set for the run, as strings)}."""
+    records = []
+    for result, tool in zip(results, tools):
+        if not isinstance(result, Mapping) or result.get("rc") is None:
+            continue
+        records.append(
+            {
+                "tool": tool,
+                "output": (result.get("stdout") or "") + "\n" + (result.get("stderr") or ""),
+                "rc": result["rc"],
+                "environment": {str(k): str(v) for k, v in (environment or {}).items()},
+            }
+        )
+    return records
+
+
+def _conf_settings(content):
+    """KEY=VALUE lines of an nccl.conf (comments dropped)."""
+    settings = {}
+    for line in (content or "").splitlines():
+        key, sep, value = line.split("#", 1)[0].partition("=")
+        if sep and key.strip():
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def nccl_checks(host, data, thresholds, references):
+    gpu = data.get("gpu") or {}
+    if not gpu.get("gpu_present"):
+        return [_check(host, "nccl", "nccl.all_reduce", "skipped", f"skipped: {gpu.get('skipped_reason') or 'no GPU'}")]
+    runs = [r for r in nccl_runs(data) if r.get("output") or r.get("skipped")]
+    if not runs:
+        return [
+            _check(
+                host,
+                "nccl",
+                "nccl.all_reduce",
+                "skipped",
+                "skipped: no all-reduce benchmark "
+                "(set fabric_validate_nccl_tests_dir or fabric_validate_nccl_torch_python)",
+            )
+        ]
+    checks = [_nccl_run_check(host, data, run, thresholds, references) for run in runs]
+    checks.extend(data_path_checks(host, data, runs))
+    return checks
+
+
+def _nccl_run_check(host, data, run, thresholds, references):
+    """The verdict of one benchmark's run: busbw at the reference row's message size against the row."""
+    gpu = data.get("gpu") or {}
+    name = f"nccl.all_reduce[{run['tool']}]"
+
+    def one(status, message, measured=None, threshold=None, unit=None):
+        return _check(host, "nccl", name, status, message, measured, threshold, unit)
+
+    if run.get("skipped"):
+        return one("skipped", f"skipped: {run['skipped']}")
+    parsed = parse_nccl_tests(run["output"])
+    if run.get("rc") not in (None, 0):
         parsed["ok"] = False
-        parsed["errors"].insert(0, f"exit status {nccl['rc']}")
+        parsed["errors"].insert(0, f"exit status {run['rc']}")
     if not parsed["ok"]:
         return one(
-            "failed", "all_reduce_perf failed: " + "; ".join(parsed["errors"]), parsed.get("wrong_total"), 0, "#wrong"
+            "failed", f"{run['tool']} failed: " + "; ".join(parsed["errors"]), parsed.get("wrong_total"), 0, "#wrong"
         )
     busbw = parsed["largest"]["busbw_gbps"]
     nranks = parsed["nranks"]
     model = (parsed["devices"] or [{}])[0].get("name") or (gpu.get("gpus") or [{}])[0].get("name")
+    environment = dict(_conf_settings((data.get("nccl_conf") or {}).get("content")), **(run.get("environment") or {}))
+    info = parse_nccl_info(run["output"])
+    nvls = nvls_used(info, environment)
     if nranks is not None and nranks < 2:
         return one(
             "skipped",
-            f"skipped: {nranks} rank: bus bandwidth is 0 by definition (2(n-1)/n); "
+            f"skipped: {nranks} rank: bus bandwidth is 0 by definition (2(n-1)/n), so no published figure applies; "
             f"algbw {parsed['largest']['algbw_gbps']} GB/s at {parsed['largest']['size']} B",
             busbw,
             unit="GB/s",
         )
-    row = busbw_reference(references, model, nranks)
+    row = busbw_reference(references, model, nranks, nvls)
     if row is None:
         return one(
-            "skipped", f"skipped: no busbw reference for {model} x {nranks}; measured {busbw} GB/s", busbw, unit="GB/s"
+            "skipped",
+            f"skipped: {_missing_reference(references, model, nranks, nvls)}; measured {busbw} GB/s at "
+            f"{parsed['largest']['size']} B",
+            busbw,
+            unit="GB/s",
         )
     measured = reference_measurement(parsed, row)
     if measured is None:
         return one(
             "skipped",
             f"skipped: the busbw reference for {nranks}x {row['gpu']} applies at {row['size_bytes']} B "
-            f"({row['source']}); measured up to {parsed['largest']['size']} B "
+            f"({_cite(row)}); measured up to {parsed['largest']['size']} B "
             f"(busbw {busbw} GB/s): set fabric_validate_nccl_max_bytes to at least {row['size_bytes']}",
             busbw,
             unit="GB/s",
@@ -704,19 +923,104 @@ def nccl_checks(host, data, thresholds, references):
     limit = round(fraction * float(row["busbw_gbps"]), 3)
     return one(
         "passed" if busbw is not None and busbw >= limit else "failed",
-        f"all_reduce_perf busbw {busbw} GB/s at {size} B, threshold {limit} GB/s "
-        f"({fraction} x {row['busbw_gbps']} GB/s reference for {nranks}x {row['gpu']}: {row['source']})",
+        f"{run['tool']} busbw {busbw} GB/s at {size} B, threshold {limit} GB/s "
+        f"({fraction} x {row['busbw_gbps']} GB/s reference for {_shape(nranks, row['gpu'], nvls)}: {_cite(row)})",
         busbw,
         limit,
         "GB/s",
     )
 
 
+def data_path_checks(host, data, runs):
+    """``nccl.data_path[<hca>]``: the GPUDirect path NCCL had for each NIC (from the run's NCCL_DEBUG=INFO lines)
+    against the decision of role rdma_modules (fact gpucluster_gpudirect: peermem, dmabuf or none).
+
+    A NIC NCCL could not give GPU memory while the host decided on GPUDirect fails: NCCL then stages every transfer
+    through host memory. DMA-BUF where peermem was decided passes with a note (NCCL prefers DMA-BUF where both work).
+    """
+    info = None
+    for run in runs:
+        parsed = parse_nccl_info(run.get("output"))
+        if parsed["info"]:
+            info = parsed
+            break
+    if info is None:
+        return [
+            _check(
+                host,
+                "nccl",
+                "nccl.data_path",
+                "skipped",
+                "skipped: no NCCL_DEBUG=INFO lines in the benchmark's output (fabric_validate_nccl_debug_info false, "
+                "or a pre-measured output without them)",
+            )
+        ]
+    decided = ((data.get("gpudirect") or {}).get("mode")) or None
+    paths = nic_data_paths(info)
+    if not paths:
+        return [
+            _check(
+                host,
+                "nccl",
+                "nccl.data_path",
+                "skipped",
+                f"skipped: NCCL listed no RDMA NIC (network {info.get('network') or 'unknown'}); "
+                f"GPUDirect RDMA decided: {decided or 'unknown (fact gpucluster_gpudirect not set)'}",
+                info.get("network"),
+                decided,
+            )
+        ]
+    checks = []
+    channels = info.get("net_channels") or {}
+    for hca, path in paths.items():
+        index = info["nics"][hca]["index"]
+        used = channels.get(index)
+        seen = (
+            f"; {used['gdr']} network connection(s) through it read GPU memory directly (GDRDMA), {used['plain']} "
+            "through host memory"
+            if used
+            else "; no connection through it in this run (one node: NVLink/PCIe carried the traffic)"
+        )
+        said = f"NCCL {info.get('version') or ''} had {DATA_PATH_WORDS[path]} for {hca}{seen}".replace("  ", " ")
+        if decided is None:
+            status, message = "skipped", f"skipped: {said}; fact gpucluster_gpudirect not set (rdma_modules)"
+        elif decided == "none":
+            status = "passed"
+            message = f"{said}; rdma_modules decided none" + (
+                " (NCCL found a GPUDirect path anyway)" if path != "none" else ""
+            )
+        elif path == "none" or (used and used["plain"] and not used["gdr"]):
+            status = "failed"
+            message = (
+                f"{said}, but rdma_modules decided {decided}: NCCL stages every transfer through host memory. "
+                "Check that nvidia-peermem is loaded or that the kernel, rdma-core and the GPU driver support "
+                "DMA-BUF (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-dmabuf-enable)"
+            )
+        else:
+            status = "passed"
+            note = {
+                "dmabuf": " (NCCL prefers DMA-BUF where the GPU and the NIC both support it)",
+                "peermem": " (the GPU offered NCCL no DMA-BUF, so nvidia-peermem carried it)",
+            }
+            message = f"{said}; rdma_modules decided {decided}" + (note[path] if path != decided else "")
+        checks.append(_check(host, "nccl", f"nccl.data_path[{hca}]", status, message, path, decided))
+    return checks
+
+
+DATA_PATH_WORDS = {
+    "dmabuf": "GPUDirect RDMA through DMA-BUF",
+    "peermem": "GPUDirect RDMA through nvidia-peermem",
+    "none": "no GPUDirect RDMA",
+}
+
+
 def reference_measurement(parsed, row):
     """(size, busbw) to compare with a reference row: at the row's size_bytes, else the smallest larger size.
 
-    A row without size_bytes compares the largest size measured. None when every measured size is smaller than the
-    row's: busbw grows with the message size, so a smaller one would fail a healthy fabric.
+    A row without size_bytes compares the largest size measured. A row with min_bytes too gives the mean busbw of the
+    sizes from min_bytes to size_bytes, as a source that judges nccl-tests' average over a sweep does (the size
+    returned is then "min_bytes-size_bytes"). None when the run stopped below the row's size: busbw grows with the
+    message size, so a smaller one would fail a healthy fabric.
     """
     wanted = row.get("size_bytes")
     if not wanted:
@@ -724,35 +1028,48 @@ def reference_measurement(parsed, row):
     candidates = [r for r in parsed["results"] if r["size"] >= int(wanted)]
     if not candidates:
         return None
+    if row.get("min_bytes"):
+        sweep = [
+            primary(r)["busbw_gbps"]
+            for r in parsed["results"]
+            if int(row["min_bytes"]) <= r["size"] <= int(wanted) and primary(r)["busbw_gbps"] is not None
+        ]
+        if not sweep:
+            return None
+        return f"{row['min_bytes']}-{wanted}", round(sum(sweep) / len(sweep), 2)
     chosen = min(candidates, key=lambda r: r["size"])
     return chosen["size"], primary(chosen)["busbw_gbps"]
 
 
 def outlier_checks(checks, thresholds, min_hosts=3):
-    """Flag hosts below fraction x fleet median, per metric (RDMA bandwidth, NCCL busbw)."""
+    """Flag hosts below fraction x fleet median, per metric: RDMA bandwidth (a host's slowest pair) and NCCL busbw per
+    benchmark (nccl-tests and the PyTorch benchmark are compared each with its own kind, never with each other)."""
     fraction = float(thresholds["outlier_fraction_of_median"]["value"])
+    metrics = {"ib_write_bw": {}, "nccl.busbw": {}}
+    for check in checks:
+        if check["status"] == "skipped" or not isinstance(check["measured"], (int, float)):
+            continue
+        if check["tier"] == "rdma" and check["check"].startswith("ib_write_bw"):
+            metric = "ib_write_bw"
+        elif check["tier"] == "nccl" and check["check"].startswith("nccl.all_reduce"):
+            metric = "nccl.busbw" + check["check"][len("nccl.all_reduce") :]
+        else:
+            continue
+        metrics.setdefault(metric, {}).setdefault(check["host"], []).append(float(check["measured"]))
     result = []
-    for metric, tier, prefix in (("ib_write_bw", "rdma", "ib_write_bw"), ("nccl.busbw", "nccl", "nccl.all_reduce")):
-        values = {}
-        for check in checks:
-            if (
-                check["tier"] == tier
-                and check["check"].startswith(prefix)
-                and check["status"] != "skipped"
-                and isinstance(check["measured"], (int, float))
-            ):
-                values.setdefault(check["host"], []).append(float(check["measured"]))
+    for metric, values in metrics.items():
         per_host = {host: min(v) for host, v in values.items()}
         if len(per_host) < min_hosts:
-            result.append(
-                _check(
-                    "fleet",
-                    "outliers",
-                    f"outlier.{metric}",
-                    "skipped",
-                    f"skipped: {len(per_host)} host(s) measured, need {min_hosts} for a fleet median",
+            if metric in ("ib_write_bw", "nccl.busbw"):  # the per-benchmark NCCL metrics say nothing when too few
+                result.append(
+                    _check(
+                        "fleet",
+                        "outliers",
+                        f"outlier.{metric}",
+                        "skipped",
+                        f"skipped: {len(per_host)} host(s) measured, need {min_hosts} for a fleet median",
+                    )
                 )
-            )
             continue
         median = statistics.median(per_host.values())
         limit = round(fraction * median, 3)
@@ -859,7 +1176,9 @@ def evaluate(hosts, config):
         if "health" in tiers:
             checks.extend(health_checks(host, data, config.get("expected") or {}))
         if "rdma" in tiers:
-            checks.extend(rdma_checks(host, data, thresholds, config.get("rdma_device")))
+            checks.extend(
+                rdma_checks(host, data, thresholds, config.get("rdma_device"), config.get("rdma_bw_references"))
+            )
         if "nccl" in tiers:
             checks.extend(nccl_checks(host, data, thresholds, config.get("references")))
     if "health" in tiers:
@@ -893,11 +1212,14 @@ def plot_series(hosts, checks=None):
     """
     nccl = {}
     rdma = {}
+    labels = {}  # (host, tool) -> series name: the host, or "host (tool)" where several benchmarks ran on it
     for host, data in sorted((hosts or {}).items()):
-        output = ((data or {}).get("nccl") or {}).get("output")
-        if output:
-            parsed = parse_nccl_tests(output)
-            nccl[host] = [
+        runs = [r for r in nccl_runs(data or {}) if r.get("output")]
+        for run in runs:
+            parsed = parse_nccl_tests(run["output"])
+            label = host if len(runs) == 1 else f"{host} ({run['tool']})"
+            labels[(host, run["tool"])] = label
+            nccl[label] = [
                 {
                     "size": r["size"],
                     "busbw_gbps": primary(r)["busbw_gbps"],
@@ -915,8 +1237,9 @@ def plot_series(hosts, checks=None):
         for check in checks:
             if check.get("threshold") is None or check["status"] == "skipped":
                 continue
-            if check["check"] == "nccl.all_reduce" and check["host"] in nccl:
-                limits["nccl"][check["host"]] = check["threshold"]
+            tool = re.match(r"^nccl\.all_reduce\[(.*)\]$", check["check"])
+            if tool and (check["host"], tool.group(1)) in labels:
+                limits["nccl"][labels[(check["host"], tool.group(1))]] = check["threshold"]
             match = re.match(r"^ib_write_bw\[(.*)\]$", check["check"])
             if match and check["host"] in rdma:
                 limits["rdma"].setdefault(check["host"], {})[match.group(1)] = check["threshold"]

@@ -61,7 +61,12 @@ options:
     type: dict
     default: {}
   busbw_references:
-    description: all_reduce_perf bus bandwidth references by GPU model.
+    description: all_reduce_perf bus bandwidth references by GPU model, GPU count and NVLS use.
+    type: list
+    elements: dict
+    default: []
+  rdma_bw_references:
+    description: ib_write_bw references by port speed.
     type: list
     elements: dict
     default: []

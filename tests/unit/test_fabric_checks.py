@@ -24,6 +24,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs impor
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 THRESHOLDS = {
+    "ib_write_bw_fraction_of_reference": {"value": 1.0, "source": "test"},
     "ib_write_bw_fraction_of_rate": {"value": 0.9, "source": "test"},
     "ib_write_lat_max_usec": {"value": 2.5, "source": "test"},
     "nccl_busbw_fraction_of_reference": {"value": 0.95, "source": "test"},
@@ -205,11 +206,18 @@ def test_rdma_bw_fails_below_fraction_of_port_rate(fixture_text):
             ],
         }
     }
-    result = evaluate(hosts, _config(["rdma"]))
+    # No published figure for a 2.5 Gb/s port: skipped with the reason, never judged against an invented row.
+    unlisted = _by(evaluate(hosts, _config(["rdma"])), "vm1", "ib_write_bw[vm2]")
+    assert (unlisted["status"], unlisted["measured"]) == ("skipped", 0.14)
+    assert "no published ib_write_bw figure for a 2.5 Gb/s port" in unlisted["message"]
+    assert "fabric_validate_threshold_overrides.ib_write_bw_fraction_of_rate" in unlisted["message"]
+    # The site's own fraction of the rate judges it.
+    result = evaluate(hosts, _config(["rdma"], ib_write_bw_fraction_of_rate=0.9))
     check = _by(result, "vm1", "ib_write_bw[vm2]")
     assert check["status"] == "failed"
     assert check["measured"] == 0.14
     assert check["threshold"] == 2.25  # 0.9 x 2.5 Gb/s (rxe 1X SDR)
+    assert "site override" in check["message"]
     lines = failure_lines(result["checks"])
     assert lines[0].startswith("vm1: rdma/ib_write_bw[vm2] measured 0.14 Gb/s, threshold 2.25 Gb/s")
     # A site that accepts 5 % of line rate on emulation passes the same measurement.
@@ -298,7 +306,7 @@ def test_single_gpu_nccl_is_skipped_with_reason(fixture_text):
         "gpu": {"gpu_present": True, "gpus": [{"name": "NVIDIA H200"}]},
         "nccl": {"output": fixture_text("nccl-tests-h200-1gpu/all_reduce_perf-h200-1gpu.txt")},
     }
-    check = _by(evaluate({"h200": data}, _config(["nccl"])), "h200", "nccl.all_reduce")
+    check = _by(evaluate({"h200": data}, _config(["nccl"])), "h200", "nccl.all_reduce[nccl-tests]")
     assert check["status"] == "skipped"
     assert "bus bandwidth is 0 by definition" in check["message"]
 
@@ -322,7 +330,7 @@ def _nccl_check(fixture_text, busbw_by_size, references=None):
     config = _config(["nccl"])
     if references is not None:
         config["references"] = references
-    return _by(evaluate({"h200": data}, config), "h200", "nccl.all_reduce")
+    return _by(evaluate({"h200": data}, config), "h200", "nccl.all_reduce[nccl-tests]")
 
 
 def test_nccl_reference_threshold(fixture_text):
@@ -451,6 +459,16 @@ def test_host_that_only_served_is_skipped_with_what_it_served(fixture_text):
     assert _by(result, "vm3", "rdma")["message"] == "skipped: no peer to test against"
 
 
+def _same_verdicts(now, then):
+    """The same checks with the same verdicts; a bandwidth message may say more now (which threshold row applied)."""
+    for new, old in zip(now, then, strict=True):
+        new, old = dict(new), dict(old)
+        if new["check"].startswith("ib_write_bw"):
+            assert new.pop("message").startswith(old.pop("message").rstrip(")"))
+        assert new == old
+    return True
+
+
 def test_kernel_lab_report_is_reproduced_from_its_recorded_data():
     # The report fabric_validate wrote on the kernel lab's VMs (real rxe0, live perftest at host load ~21, the
     # scenario's first thresholds): judging its recorded host data again gives the same checks, the bandwidth gate
@@ -464,7 +482,7 @@ def test_kernel_lab_report_is_reproduced_from_its_recorded_data():
         report["hosts"],
         {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
     )
-    assert result["checks"] == report["checks"]
+    assert _same_verdicts(result["checks"], report["checks"])
     assert result["summary"] == report["summary"] == {"passed": 15, "failed": 1, "skipped": 7, "total": 23}
     bw = _by(result, "vm1", "ib_write_bw[vm2]")
     assert (bw["status"], bw["measured"], bw["threshold"]) == ("failed", 0.009352, 0.01)
@@ -481,7 +499,7 @@ def test_kernel_lab_passing_report_is_reproduced_from_its_recorded_data():
         report["hosts"],
         {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
     )
-    assert result["checks"] == report["checks"]
+    assert _same_verdicts(result["checks"], report["checks"])
     assert result["summary"] == {"passed": 16, "failed": 0, "skipped": 7, "total": 23}
     assert _by(result, "vm1", "ib_write_bw[vm2]")["measured"] == 0.021588
     assert _by(result, "vm1", "ib_write_lat[vm2]")["measured"] == 3805.52
@@ -609,7 +627,11 @@ def _rdma_record(runs):
     }
 
 
-RETRY_THRESHOLDS = {"ib_write_bw_fraction_of_rate": {"value": 0.9}, "ib_write_lat_max_usec": {"value": 5.0}}
+RETRY_THRESHOLDS = {
+    "ib_write_bw_fraction_of_reference": {"value": 1.0},
+    "ib_write_bw_fraction_of_rate": {"value": 0.9, "source": "site override"},
+    "ib_write_lat_max_usec": {"value": 5.0},
+}
 
 
 def test_a_slow_attempt_that_passes_on_retry_passes_with_every_attempt_reported():

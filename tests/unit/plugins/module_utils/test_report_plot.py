@@ -59,7 +59,7 @@ def _hosts():
 def test_plot_series_carries_the_thresholds_of_judged_checks():
     checks = [
         _check("vm1", "ib_write_bw[vm2]", "passed", 0.125),
-        _check("h200", "nccl.all_reduce", "failed", 431.0),
+        _check("h200", "nccl.all_reduce[nccl-tests]", "failed", 431.0),
         _check("vm1", "ib_write_lat[vm2]", "passed", 2.5),
         _check("h200", "port.rate[mlx5_0/1]", "skipped", 400),
     ]
@@ -67,7 +67,7 @@ def test_plot_series_carries_the_thresholds_of_judged_checks():
     assert series["thresholds"] == {"nccl": {"h200": 431.0}, "rdma": {"vm1": {"vm2": 0.125}}}
     assert "thresholds" not in plot_series(_hosts())
     # A skipped check judged nothing: no line is drawn for it.
-    skipped = plot_series(_hosts(), [_check("h200", "nccl.all_reduce", "skipped", 431.0)])
+    skipped = plot_series(_hosts(), [_check("h200", "nccl.all_reduce[nccl-tests]", "skipped", 431.0)])
     assert skipped["thresholds"] == {"nccl": {}, "rdma": {}}
 
 
