@@ -6,7 +6,8 @@ Public: perftest_parse, nccl_tests_parse. Used by roles/fabric_validate: fabric_
 fabric_rdma_part,
 fabric_perftest_argv, fabric_rdma_round_record, fabric_nccl_run_records,
 fabric_preflight_errors, fabric_merge_thresholds, fabric_evaluate,
-fabric_expected_mtus, fabric_failure_lines, fabric_plot_series (logic in plugins/module_utils/fabric_checks.py).
+fabric_expected_mtus, fabric_failure_lines, fabric_plot_series, fabric_sm_query_ports, fabric_sm_records
+(logic in plugins/module_utils/fabric_checks.py).
 Each filter is documented in <name>.yml.
 """
 
@@ -23,6 +24,8 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     rdma_retry_rounds,
     rdma_round_record,
     rdma_rounds,
+    sm_query_ports,
+    sm_query_records,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.nccl_tests import parse_nccl_tests
 from ansible_collections.gpucluster.fabric.plugins.module_utils.perftest import parse_perftest, summarize_perftest
@@ -58,4 +61,6 @@ class FilterModule:
             "fabric_failure_lines": failure_lines,
             "fabric_plot_series": plot_series,
             "fabric_md_cell": markdown_cell,
+            "fabric_sm_query_ports": sm_query_ports,
+            "fabric_sm_records": sm_query_records,
         }

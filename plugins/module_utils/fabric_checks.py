@@ -14,6 +14,7 @@ from .fabric_model import is_int, normalise_interface
 from .nccl_debug import nic_data_paths, nvls_used, parse_nccl_info
 from .nccl_tests import parse_nccl_tests, primary
 from .perftest import parse_perftest, summarize_perftest
+from .sminfo import sminfo_outcome
 
 TIERS = ("health", "rdma", "nccl", "outliers")
 # fabric_validate_nccl_benchmarks: nccl-tests where found, else the PyTorch benchmark; or every one found.
@@ -449,6 +450,7 @@ def health_checks(host, data, expected):
     checks.extend(_gpu_health(host, data))
     checks.extend(_nccl_conf_health(host, data))
     checks.extend(roce_qos_health(host, data.get("roce_qos")))
+    checks.extend(subnet_manager_checks(host, data))
     for iface in data.get("interfaces") or []:
         want = iface.get("expected_mtu")
         have = iface.get("mtu")
@@ -458,6 +460,108 @@ def health_checks(host, data, expected):
             status = "passed" if int(have) == int(want) else "failed"
             message = f"interface {iface['name']} MTU {have}, expected {want}"
         checks.append(_check(host, "health", f"interface.mtu[{iface['name']}]", status, message, have, want, "B"))
+    return checks
+
+
+def _infiniband_port(port):
+    """InfiniBand link layer (ibsim's simulated sysfs has no link_layer file: its ports are InfiniBand too)."""
+    return port.get("link_layer") in (None, "InfiniBand")
+
+
+def sm_query_ports(ib):
+    """[{device, port}]: the ports whose subnet manager is asked (sminfo) - InfiniBand, LinkUp, with an SM LID.
+
+    A port without an SM LID is failed without asking; a RoCE port has no subnet manager."""
+    return [
+        {"device": device["name"], "port": port["port"]}
+        for device in (ib or {}).get("devices") or []
+        for port in device.get("ports") or []
+        if _infiniband_port(port) and port.get("phys_state") == "LinkUp" and port.get("sm_lid")
+    ]
+
+
+def sm_query_records(results, query_host):
+    """One record per sminfo run (the registered loop results): device, port, query_host, rc, stdout and stderr
+    (the task's message when it gave no rc: the query host was unreachable)."""
+    records = []
+    for result in results or []:
+        item = result.get("item") or {}
+        records.append(
+            {
+                "device": item.get("device"),
+                "port": item.get("port"),
+                "query_host": query_host,
+                "rc": result.get("rc"),
+                "stdout": result.get("stdout") or "",
+                "stderr": result.get("stderr") or ("" if "rc" in result else result.get("msg") or ""),
+            }
+        )
+    return records
+
+
+SM_HINT = "is OpenSM running? (systemctl status opensm on the subnet managers)"
+
+
+def subnet_manager_checks(host, data):
+    """sm.master[<device>/<port>] for each InfiniBand port: a master subnet manager answers at the port's SM LID.
+
+    A port keeps ACTIVE, its LID and its SM LID from the last sweep after OpenSM stops, so the port checks alone
+    pass a fabric with no SM (nothing would configure a new or reset port, nor answer path queries). ``data['sm']``:
+    sm_query_records of the sminfo runs; None (not collected) gives no check, as does a port of RoCE link layer."""
+    records = data.get("sm")
+    if records is None or not (data.get("ib") or {}).get("rdma_present"):
+        return []
+    by_port = {(r.get("device"), r.get("port")): r for r in records}
+    checks = []
+    for device, port in _ports(data):
+        if not _infiniband_port(port):
+            continue
+        name = f"{device}/{port['port']}"
+        sm_lid = port.get("sm_lid")
+
+        def one(status, message, measured=None, name=name):
+            return _check(host, "health", f"sm.master[{name}]", status, message, measured, "SMINFO_MASTER")
+
+        record = by_port.get((device, port["port"]))
+        if port.get("phys_state") != "LinkUp":
+            message = f"skipped: {name} is {port.get('phys_state')}: no subnet manager is reachable through it"
+            checks.append(one("skipped", message))
+            continue
+        if not sm_lid:
+            message = f"{name} has SM LID 0: no subnet manager has configured this port; {SM_HINT}"
+            checks.append(one("failed", message, "SM LID 0"))
+            continue
+        if record is None:
+            checks.append(one("skipped", f"skipped: the subnet manager of {name} was not queried"))
+            continue
+        query_host = record.get("query_host") or host
+        where = "" if query_host == host else f" (asked from {query_host})"
+        kind, detail = sminfo_outcome(record.get("rc"), record.get("stdout"), record.get("stderr"))
+        said = f"; {detail}" if str(detail).startswith("sminfo") else f"; sminfo: {detail}" if detail else ""
+        if kind == "answered" and detail["master"]:
+            message = (
+                f"{name}: the master SM answers at SM LID {detail['lid']} (GUID {detail['guid']}, priority "
+                f"{detail['priority']}, activity count {detail['activity_count']}){where}"
+            )
+            checks.append(one("passed", message, detail["state_name"]))
+        elif kind == "answered":
+            message = (
+                f"{name}: the SM at SM LID {detail['lid']} (GUID {detail['guid']}, priority {detail['priority']}) "
+                f"answers in state {detail['state_name']}, not SMINFO_MASTER{where}: the fabric has no master SM "
+                "where the port expects it; check the subnet managers (sminfo, systemctl status opensm)"
+            )
+            checks.append(one("failed", message, detail["state_name"]))
+        elif kind == "not_installed":
+            message = f"skipped: sminfo not found on {query_host}: install infiniband-diags to ask the subnet manager"
+            checks.append(one("skipped", message))
+        elif kind == "cannot_query":
+            checks.append(one("skipped", f"skipped: sminfo cannot query {name} from {query_host}{said}"))
+        elif kind == "no_sm_lid":
+            checks.append(one("failed", f"{name}: sminfo finds no SM LID to ask{where}: {SM_HINT}{said}", "SM LID 0"))
+        else:
+            said = "; sminfo timed out" if kind == "timeout" else said
+            message = f"{name}: no subnet manager answers at SM LID {sm_lid}{where}: {SM_HINT}{said}"
+            checks.append(one("failed", message, "no answer"))
     return checks
 
 

@@ -8,9 +8,11 @@ from two side_effect steps of its test sequence (molecule/site/faults.yml):
   cleanly. The re-run is the scenario's next step, `converge`, which must complete.
 - after `verify`, on the converged lab:
   1. a bad inventory value fails in the preflight play, before any host changes (hosts compared before/after);
-  2. an unreachable node does not stop the others and is reported (recap and validation report); on the converged
+  2. a stopped subnet manager fails validation (playbooks/validate.yml) with a clear message, though the ports it
+     configured stay ACTIVE;
+  3. an unreachable node does not stop the others and is reported (recap and validation report); on the converged
      lab this run is also the scenario's no-op re-run: nothing may change on the hosts it reaches;
-  3. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
+  4. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
      starts an NCCL change; only that port: the controller's SSH sessions come from the same address)
      fails clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
 
@@ -207,6 +209,47 @@ def test_interrupted_converge_stops_cleanly(lab):
     # Half-way: the preflight passed and the first role started on the GPU nodes.
     assert "PLAY [Check the inventory before any host changes]" in output
     assert "PLAY RECAP" in output or "User interrupted execution" in output, output[-3000:]
+
+
+UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+
+
+def _sm_is_master(sm):
+    """Whether sminfo on the subnet manager (attached as its own simulated HCA) reaches a master SM."""
+    guid = yaml.safe_load((HOST_VARS / f"{sm}.yml").read_text())["fabric_port_guids"][0]
+    sim_host = "H-" + guid.lower().removeprefix("0x")
+    env = ["env", f"LD_PRELOAD={UMAD2SIM}", f"SIM_HOST={sim_host}"]
+    out = _podman("exec", "-w", "/root", sm, *env, "timeout", "15", "sminfo", check=False).stdout
+    return "SMINFO_MASTER" in out
+
+
+def test_stopped_subnet_manager_fails_validation_clearly(lab):
+    """OpenSM stopped (`systemctl stop opensm` on the SM): the ports stay ACTIVE with their SM LID from the last
+    sweep, so only check sm.master sees it; validation alone (playbooks/validate.yml, one GPU node) must fail on it
+    and say what to look at. OpenSM is started again afterwards and the next tests' validation passes on it."""
+    sm, node = SMS[0], GPUS[0]
+    _podman("exec", sm, "systemctl", "stop", "opensm")
+    try:
+        runs_before = {p.name for p in lab["reports"].iterdir()} if lab["reports"].exists() else set()
+        proc = _playbook(lab["inventory"], "playbooks/validate.yml", lab["reports"], "--limit", node)
+        output = proc.stdout
+        assert proc.returncode == 2, output[-4000:]  # 2: a host failed
+        failure = output[output.index(f"fatal: [{node}]") :][:3000]
+        assert f"{node}: health/sm.master[" in failure, failure
+        assert "no subnet manager answers at SM LID" in failure and "is OpenSM running?" in failure, failure
+        new_runs = sorted({p.name for p in lab["reports"].iterdir()} - runs_before)
+        checks = json.loads((lab["reports"] / new_runs[-1] / "report.json").read_text())["checks"]
+        failed = {c["check"] for c in checks if c["status"] == "failed"}
+        assert failed and all(name.startswith("sm.master[") for name in failed), checks
+        # The point of the check: the port checks alone still pass a fabric without a subnet manager.
+        states = [c for c in checks if c["check"].startswith("port.state[")]
+        assert states and all(c["status"] == "passed" for c in states), states
+    finally:
+        _podman("exec", sm, "systemctl", "start", "opensm")
+        deadline = time.time() + 60
+        while not _sm_is_master(sm):
+            assert time.time() < deadline, f"no master SM on {sm} 60 s after starting opensm again"
+            time.sleep(1)
 
 
 def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):

@@ -18,6 +18,9 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     rdma_rounds,
     reference_errors,
     roce_qos_health,
+    sm_query_ports,
+    sm_query_records,
+    subnet_manager_checks,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import read_rdma_devices
 
@@ -431,6 +434,96 @@ def test_health_fails_on_port_the_sm_has_not_swept():
     check = _by(result, "lab-gpu-01", "port.state[ibsim0/1]")
     assert check["status"] == "failed"
     assert "INIT" in check["message"]
+
+
+def _sm_record(name, rc, query_host="lab-sm-01"):
+    """A record as fabric_sm_records makes it, from a real sminfo run (tests/fixtures/sminfo)."""
+    text = {part: FIXTURES / "sminfo" / f"{name}.{part}" for part in ("stdout", "stderr")}
+    record = {"device": "ibsim0", "port": 1, "query_host": query_host, "rc": rc}
+    record.update({part: path.read_text() if path.exists() else "" for part, path in text.items()})
+    return record
+
+
+def _sm_check(record, state="active", host="lab-gpu-01"):
+    data = {"ib": _ibsim(state), "sm": [] if record is None else [record]}
+    checks = subnet_manager_checks(host, data)
+    assert [c["check"] for c in checks] == ["sm.master[ibsim0/1]"]
+    return checks[0]
+
+
+def test_sm_master_passes_when_the_master_answers():
+    check = _sm_check(_sm_record("master", 0))
+    assert check["status"] == "passed"
+    assert check["measured"] == check["threshold"] == "SMINFO_MASTER"
+    assert check["message"] == (
+        "ibsim0/1: the master SM answers at SM LID 1 (GUID 0x2c90300a00001, priority 14, activity count 164) "
+        "(asked from lab-sm-01)"
+    )
+
+
+def test_sm_master_fails_when_opensm_is_stopped_although_the_port_stays_active():
+    """Real: OpenSM stopped on the lab's SM; the port stays ACTIVE with SM LID 1 from the last sweep."""
+    data = {"ib": _ibsim("active"), "sm": [_sm_record("sm-stopped", 255)]}
+    result = evaluate({"lab-gpu-01": data}, _config(["health"]))
+    assert _by(result, "lab-gpu-01", "port.state[ibsim0/1]")["status"] == "passed"
+    check = _by(result, "lab-gpu-01", "sm.master[ibsim0/1]")
+    assert check["status"] == "failed"
+    assert check["measured"] == "no answer"
+    assert check["message"] == (
+        "ibsim0/1: no subnet manager answers at SM LID 1 (asked from lab-sm-01): is OpenSM running? "
+        "(systemctl status opensm on the subnet managers); sminfo: iberror: failed: query"
+    )
+
+
+def test_sm_master_fails_on_timeout_and_on_a_standby_answer():
+    assert "sminfo timed out" in _sm_check({**_sm_record("sm-stopped", 124), "stdout": "", "stderr": ""})["message"]
+    standby = {
+        **_sm_record("master", 0),
+        "stdout": "sminfo: sm lid 1 sm guid 0x2c90300a00001, activity count 3 priority 14 state 2 SMINFO_STANDBY\n",
+    }
+    check = _sm_check(standby)
+    assert check["status"] == "failed" and check["measured"] == "SMINFO_STANDBY"
+    assert "not SMINFO_MASTER" in check["message"]
+
+
+def test_sm_master_fails_on_a_port_no_sm_has_swept():
+    """The INIT tree: SM LID 0. No query is made (fabric_sm_query_ports leaves the port out)."""
+    assert sm_query_ports(_ibsim("init")) == []
+    check = _sm_check(None, state="init")
+    assert check["status"] == "failed" and check["measured"] == "SM LID 0"
+    assert "is OpenSM running?" in check["message"]
+
+
+def test_sm_master_is_skipped_without_sminfo_or_without_access():
+    missing = _sm_check(_sm_record("not-installed", 127, query_host="lab-gpu-01"))
+    assert missing["status"] == "skipped"
+    assert missing["message"] == (
+        "skipped: sminfo not found on lab-gpu-01: install infiniband-diags to ask the subnet manager"
+    )
+    no_umad = _sm_check(_sm_record("no-umad", 255, query_host="lab-gpu-01"))
+    assert no_umad["status"] == "skipped"
+    assert "Failed to open 'ibsim0' port '1'" in no_umad["message"]
+
+
+def test_sm_master_is_not_judged_on_roce_or_without_rdma():
+    roce = {"ib": _ib("vm1"), "sm": []}
+    assert sm_query_ports(roce["ib"]) == []
+    assert subnet_manager_checks("vm1", roce) == []
+    assert subnet_manager_checks("bare", {"ib": {"rdma_present": False}, "sm": []}) == []
+    # Not collected (an older record): no check.
+    assert subnet_manager_checks("lab-gpu-01", {"ib": _ibsim("active")}) == []
+
+
+def test_sm_query_ports_and_records():
+    assert sm_query_ports(_ibsim("active")) == [{"device": "ibsim0", "port": 1}]
+    results = [
+        {"item": {"device": "ibsim0", "port": 1}, "rc": 0, "stdout": "x", "stderr": ""},
+        {"item": {"device": "mlx5_0", "port": 1}, "unreachable": True, "msg": "Failed to connect"},
+    ]
+    assert sm_query_records(results, "sm1") == [
+        {"device": "ibsim0", "port": 1, "query_host": "sm1", "rc": 0, "stdout": "x", "stderr": ""},
+        {"device": "mlx5_0", "port": 1, "query_host": "sm1", "rc": None, "stdout": "", "stderr": "Failed to connect"},
+    ]
 
 
 def test_unreached_host_is_a_failed_check():

@@ -211,5 +211,7 @@ def test_report_health_tier_passed_on_every_gpu_node():
         mine = {c["check"]: c for c in checks if c["host"] == gpu}
         assert mine["port.state[ibsim0/1]"]["status"] == "passed", mine
         assert mine["port.rate[ibsim0/1]"]["status"] == "passed", mine
+        # Real OpenSM answered sminfo through this node's simulated HCA, asked from the subnet manager.
+        assert mine["sm.master[ibsim0/1]"]["status"] == "passed", mine
         assert mine["interface.mtu[eth1]"]["status"] == "passed", mine
         assert mine["nccl.conf"]["status"] == "passed", mine
