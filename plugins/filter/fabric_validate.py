@@ -3,7 +3,7 @@
 """Filters for parsing perftest / nccl-tests output and for the fabric_validate role's evaluation.
 
 Public: perftest_parse, nccl_tests_parse. Used by roles/fabric_validate: fabric_rdma_rounds, fabric_rdma_retry_rounds,
-fabric_rdma_part,
+fabric_rdma_part, fabric_perftest_json_capable,
 fabric_perftest_argv, fabric_rdma_round_record, fabric_nccl_run_records,
 fabric_preflight_errors, fabric_merge_thresholds, fabric_evaluate,
 fabric_expected_mtus, fabric_failure_lines, fabric_plot_series, fabric_sm_query_ports, fabric_sm_records
@@ -28,7 +28,11 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     sm_query_records,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.nccl_tests import parse_nccl_tests
-from ansible_collections.gpucluster.fabric.plugins.module_utils.perftest import parse_perftest, summarize_perftest
+from ansible_collections.gpucluster.fabric.plugins.module_utils.perftest import (
+    parse_perftest,
+    perftest_json_capable,
+    summarize_perftest,
+)
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.report_files import markdown_cell
 
 
@@ -36,6 +40,13 @@ def perftest_parse(text):
     parsed = parse_perftest(text)
     parsed["summary"] = summarize_perftest(parsed)
     return parsed
+
+
+def perftest_probe_json_capable(probe):
+    """perftest_json_capable on the registered loop of ``ib_write_bw --version`` and ``ib_write_bw --help`` (each
+    exits non-zero, and a host without perftest has neither: not capable)."""
+    outputs = {r.get("item"): r.get("stdout") or "" for r in (probe or {}).get("results") or [] if isinstance(r, dict)}
+    return perftest_json_capable(outputs.get("--version", ""), outputs.get("--help", ""))
 
 
 def nccl_tests_parse(text):
@@ -51,6 +62,7 @@ class FilterModule:
             "fabric_rdma_retry_rounds": rdma_retry_rounds,
             "fabric_rdma_part": rdma_part,
             "fabric_perftest_argv": perftest_argv,
+            "fabric_perftest_json_capable": perftest_probe_json_capable,
             "fabric_rdma_round_record": rdma_round_record,
             "fabric_nccl_run_records": nccl_run_records,
             # One mapping of the role's inputs, named as preflight_errors' parameters.

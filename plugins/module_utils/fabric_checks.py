@@ -5,6 +5,7 @@ plugins/filter/fabric_validate.py; every check is a dict with host, tier, check,
 measured, threshold, unit and message.
 """
 
+import base64
 import json
 import re
 import statistics
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from .fabric_model import is_int, normalise_interface
 from .nccl_debug import nic_data_paths, nvls_used, parse_nccl_info
 from .nccl_tests import parse_nccl_tests, primary
-from .perftest import parse_perftest, summarize_perftest
+from .perftest import summarize_perftest_run
 from .sminfo import sminfo_outcome
 
 TIERS = ("health", "rdma", "nccl", "outliers")
@@ -72,9 +73,10 @@ def rdma_rounds(hosts=None, pairs=None, present=None):
 RDMA_TESTS = ("ib_write_bw", "ib_write_lat")
 
 
-def perftest_argv(test, options, server_address=None):
+def perftest_argv(test, options, server_address=None, json_file=None):
     """argv of one perftest run under timeout: the server's (line-buffered by stdbuf, so its output survives a kill)
-    when server_address is None, else the client's, connecting to server_address.
+    when server_address is None, else the client's, connecting to server_address; with json_file, perftest also
+    writes its JSON report there (--out_json --out_json_file=<json_file>).
 
     options: iterations, device (empty: perftest's choice), gid_index (< 0: perftest's choice), rdma_cm (-R),
     bw_size, lat_size (message sizes of ib_write_bw and ib_write_lat) and timeout (seconds)."""
@@ -90,6 +92,8 @@ def perftest_argv(test, options, server_address=None):
     argv += (
         ["-s", str(options["bw_size"]), "--report_gbits"] if test == "ib_write_bw" else ["-s", str(options["lat_size"])]
     )
+    if json_file:
+        argv += ["--out_json", f"--out_json_file={json_file}"]
     return argv + ([str(server_address)] if server_address is not None else [])
 
 
@@ -112,10 +116,11 @@ def rdma_round_record(record, test, part, results, check_mode=False):
     """The host's record after one round of one perftest.
 
     part: this host's part in the round (rdma_part); results: the registered results of the round's tasks on this
-    host - client, server_job (the server's async start) and server (its collection). The client's side (judged) is
-    appended to record['rdma'], the server's own output to record['rdma_served'], so a host that only served, as one
-    of two hosts does, is reported with what it served rather than as having had no peer."""
-    client, server_job, server = (results.get(name) for name in ("client", "server_job", "server"))
+    host - client, server_job (the server's async start), server (its collection) and json (the slurp of the client's
+    --out_json report, when it wrote one). The client's side (judged) is appended to record['rdma'], with the report
+    as json when read, the server's own output to record['rdma_served'], so a host that only served, as one of two
+    hosts does, is reported with what it served rather than as having had no peer."""
+    client, server_job, server, report = (results.get(name) for name in ("client", "server_job", "server", "json"))
     record = dict(record)
     record["rdma"] = list(record.get("rdma") or [])
     record["rdma_served"] = list(record.get("rdma_served") or [])
@@ -129,6 +134,9 @@ def rdma_round_record(record, test, part, results, check_mode=False):
                 "skipped": "check mode" if check_mode else None,
             }
         )
+        if report and not report.get("skipped"):
+            # A report that could not be read is empty, and judged as a run that failed.
+            record["rdma"][-1]["json"] = base64.b64decode(report.get("content") or "").decode("utf-8", "replace")
     if "ansible_job_id" in (server_job or {}):
         record["rdma_served"].append(
             {
@@ -689,13 +697,21 @@ def roce_qos_health(host, qos):
     return checks
 
 
+def _parsed(run):
+    """Which of perftest's outputs a run's check judged: 'json' (its --out_json report), 'text', or None (not run)."""
+    return None if run.get("skipped") else "text" if run.get("json") is None else "json"
+
+
+def _from_json(summary):
+    return " (from perftest's JSON report)" if summary.get("format") == "json" else ""
+
+
 def _rdma_run_check(host, run, thresholds, device, port, bw_references=None):
     """The check of one perftest run (one attempt)."""
     name = f"{run['test']}[{run.get('peer')}]"
     if run.get("skipped"):
         return _check(host, "rdma", name, "skipped", f"skipped: {run['skipped']}")
-    parsed = parse_perftest(run.get("output", ""))
-    summary = summarize_perftest(parsed)
+    summary = summarize_perftest_run(run)
     if run.get("rc") not in (None, 0):
         summary = {"ok": False, "errors": [f"exit status {run['rc']}"] + summary.get("errors", [])}
     if not summary["ok"]:
@@ -715,7 +731,8 @@ def _rdma_run_check(host, run, thresholds, device, port, bw_references=None):
         "rdma",
         name,
         "passed" if ok else "failed",
-        f"ib_write_lat to {run.get('peer')}: typical {summary['t_typical_usec']} us, threshold {limit} us",
+        f"ib_write_lat to {run.get('peer')}: typical {summary['t_typical_usec']} us, threshold {limit} us"
+        f"{_from_json(summary)}",
         summary["t_typical_usec"],
         limit,
         "us",
@@ -762,7 +779,8 @@ def _rdma_bw_check(host, name, run, summary, thresholds, device, port, reference
             name,
             "passed" if bw >= limit else "failed",
             f"ib_write_bw to {peer}: {bw} Gb/s, threshold {limit} Gb/s ({fraction} x {row['bw_gbps']} Gb/s published "
-            f"for {row.get('name') or ''} {rate} Gb/s ports: {_cite(row)})".replace("for  ", "for "),
+            f"for {' '.join(filter(None, [row.get('name'), f'{rate} Gb/s']))} ports: {_cite(row)})"
+            f"{_from_json(summary)}",
             bw,
             limit,
             "Gb/s",
@@ -790,7 +808,8 @@ def _rdma_bw_check(host, name, run, summary, thresholds, device, port, reference
         name,
         "passed" if bw >= limit else "failed",
         f"ib_write_bw to {peer}: {bw} Gb/s, threshold {limit} Gb/s "
-        f"({fraction} x {rate} Gb/s port rate of {where}, site override: no published figure for this speed)",
+        f"({fraction} x {rate} Gb/s port rate of {where}, site override: no published figure for this speed)"
+        f"{_from_json(summary)}",
         bw,
         limit,
         "Gb/s",
@@ -819,7 +838,11 @@ def rdma_checks(host, data, thresholds, device_name=None, bw_references=None):
     checks = []
     device, port = _rdma_port(data, device_name)
     for attempts in _attempts(runs).values():
-        judged = [_rdma_run_check(host, run, thresholds, device, port, bw_references) for run in attempts]
+        # parsed: which of perftest's outputs was judged, its JSON report (--out_json) or its text.
+        judged = [
+            dict(_rdma_run_check(host, run, thresholds, device, port, bw_references), parsed=_parsed(run))
+            for run in attempts
+        ]
         final = dict(judged[-1])
         if len(judged) > 1:
             # Only a failure is run again, so the last attempt decides; every attempt stays in the report.
@@ -1332,7 +1355,7 @@ def plot_series(hosts, checks=None):
                 for r in parsed["results"]
             ]
         for run in (data or {}).get("rdma") or []:
-            summary = summarize_perftest(parse_perftest(run.get("output", "")))
+            summary = summarize_perftest_run(run)
             if summary.get("ok") and summary.get("kind") == "bw":
                 rdma.setdefault(host, []).append({"peer": run.get("peer"), "bw_avg_gbps": summary["bw_avg_gbps"]})
     series = {"nccl": nccl, "rdma": rdma}

@@ -1,10 +1,13 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Parse perftest (ib_write_bw, ib_write_lat, ...) output as printed by perftest 4.x.
+"""Parse perftest (ib_write_bw, ib_write_lat, ...) output: the text it prints (perftest 4.x and later) and the JSON
+report it writes with --out_json (standard JSON from perftest 24.01.0-0.38, version 6.19, on).
 
-Pure functions, no Ansible imports: unit-tested on captured Soft-RoCE output in tests/fixtures/softroce-qemu.
+Pure functions, no Ansible imports: unit-tested on captured Soft-RoCE output in tests/fixtures/softroce-qemu and on
+JSON laid out as upstream's print code writes it (tests/fixtures/perftest-json).
 """
 
+import json
 import re
 
 _HEADER_RE = re.compile(r"^\s*(?P<name>\S.*?)\s+Test\s*$")
@@ -113,4 +116,116 @@ def summarize_perftest(parsed):
         summary["t_typical_usec"] = row["t_typical_usec"]
         summary["t_avg_usec"] = row["t_avg_usec"]
         summary["p99_usec"] = row.get("p99_usec")
+    return summary
+
+
+# perftest wrote --out_json reports from v4.5-0.11 (commit 45e574b, 2021) but with bare keys and trailing commas, not
+# JSON; "Make output JSON standard" (commit f9e82f7) first shipped in 24.01.0-0.38, whose --version says 6.20 (its
+# branch already carried 6.19). Older versions (Debian bookworm's 4.5+0.17 says 6.06) keep the text parser.
+JSON_MIN_VERSION = (6, 19)
+_VERSION_RE = re.compile(r"^\s*Version:\s*(\d+)\.(\d+)", re.MULTILINE)
+_JSON_BW = {
+    "MsgSize": "bytes",
+    "n_iterations": "iterations",
+    "BW_peak": "bw_peak_gbps",
+    "BW_average": "bw_avg_gbps",
+    "MsgRate": "msg_rate_mpps",
+}
+_JSON_LAT = {
+    "MsgSize": "bytes",
+    "n_iterations": "iterations",
+    "t_min": "t_min_usec",
+    "t_max": "t_max_usec",
+    "t_typical": "t_typical_usec",
+    "t_avg": "t_avg_usec",
+    "t_stdev": "t_stdev_usec",
+    "percentile_99": "p99_usec",
+    "percentile_99.9": "p999_usec",
+}
+
+
+def perftest_version(version_text):
+    """(major, minor) from ``ib_write_bw --version`` ("Version: 6.24"), or None."""
+    match = _VERSION_RE.search(version_text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def perftest_json_capable(version_text, help_text):
+    """Whether this perftest writes a standard JSON report: its --help lists --out_json_file and its --version is
+    JSON_MIN_VERSION or later (the 4.5 series lists the option too but writes bare keys, which no JSON parser reads)."""
+    version = perftest_version(version_text)
+    return bool(version and version >= JSON_MIN_VERSION and "--out_json_file" in (help_text or ""))
+
+
+def _json_failure(error, test=None, kind=None):
+    return {
+        "ok": False,
+        "format": "json",
+        "kind": kind,
+        "test": test,
+        "settings": {},
+        "results": [],
+        "bw_unit": "Gb/sec",
+        "errors": [error],
+    }
+
+
+def parse_perftest_json(text, bw_unit="Gb/sec"):
+    """Parse the report perftest writes with --out_json --out_json_file=<file>: {"test_info": {...}, "results": {...}}.
+
+    Returns the same shape as parse_perftest (plus format 'json'), with one result row: perftest rewrites the file
+    for each message size, so it holds the last one only. The report names no unit: bw_unit is what the run asked
+    for (fabric_perftest_argv always passes --report_gbits). Empty, invalid or incomplete JSON is a failure, never
+    zero bandwidth: perftest writes the report only after a run completed.
+    """
+    if not (text or "").strip():
+        return _json_failure("perftest wrote no JSON report (the run ended before its report)")
+    try:
+        report = json.loads(text)
+    except ValueError as exc:
+        return _json_failure(f"perftest's JSON report is not valid JSON: {exc}")
+    if not isinstance(report, dict) or not isinstance(report.get("test_info"), dict):
+        return _json_failure("perftest's JSON report has no test_info")
+    settings = report["test_info"]
+    test = str(settings.get("test", ""))
+    kind = "bw" if test.endswith("_BW_Test") else "lat" if test.endswith("_Latency_Test") else None
+    results = report.get("results")
+    columns = _JSON_BW if kind == "bw" else _JSON_LAT if kind == "lat" else None
+    if columns is None:
+        return _json_failure(f"perftest's JSON report is of an unknown test {test!r}", test, kind)
+    if not isinstance(results, dict):
+        return _json_failure("perftest's JSON report has no results", test, kind)
+    missing = [
+        key for key in columns if isinstance(results.get(key), bool) or not isinstance(results.get(key), (int, float))
+    ]
+    if missing:
+        return _json_failure(f"perftest's JSON report lacks the numbers {', '.join(missing)}", test, kind)
+    row = {name: results[key] for key, name in columns.items()}
+    return {
+        "ok": True,
+        "format": "json",
+        "kind": kind,
+        "test": test,
+        "settings": settings,
+        "results": [row],
+        "bw_unit": bw_unit,
+        "errors": [],
+    }
+
+
+def summarize_perftest_run(run):
+    """The summary (summarize_perftest) of one recorded run, from its JSON report when the run has one (key json),
+    else from its text output; the summary's format says which. When the JSON report is missing or bad, the error
+    lines of the text output (an RDMA-CM reject, say) follow its error."""
+    if run.get("json") is None:
+        parsed = parse_perftest(run.get("output", ""))
+        parsed["format"] = "text"
+    else:
+        parsed = parse_perftest_json(run["json"])
+        if not parsed["ok"]:
+            parsed["errors"] += [
+                e for e in parse_perftest(run.get("output", ""))["errors"] if "no result rows" not in e
+            ]
+    summary = summarize_perftest(parsed)
+    summary["format"] = parsed["format"]
     return summary

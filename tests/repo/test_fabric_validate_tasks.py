@@ -35,7 +35,12 @@ def _task(tasks_file, task_name):
     return next(t for t in tasks if t["name"] == task_name)
 
 
-COMMON = {"__fabric_validate_test": "ib_write_bw", "ansible_check_mode": False}
+# __fabric_validate_json: the slurp of the client's JSON report, skipped where perftest writes none.
+COMMON = {
+    "__fabric_validate_test": "ib_write_bw",
+    "ansible_check_mode": False,
+    "__fabric_validate_json": {"skipped": True},
+}
 RECORD = "Record the client's and the server's results"
 OUTPUT = {"stdout": "65536 1000 0.02 0.01 0.00", "stderr": "warning", "rc": 0}
 PAIR = {"server": "vm2", "client": "vm1"}
@@ -83,3 +88,35 @@ def test_rdma_output_joins_stdout_and_stderr_with_a_real_newline(variables, key,
 def test_no_escaped_newline_in_folded_expressions():
     for path in (ROLE / "tasks").glob("*.yml"):
         assert "~ '\\n' ~" not in path.read_text(), f"{path.name}: use __fabric_validate_newline"
+
+
+def test_rdma_record_keeps_the_slurped_json_report():
+    import base64
+
+    task = _task("rdma_round.yml", RECORD)
+    report = '{\n"test_info": {\n"test": "RDMA_Write_BW_Test"\n},\n"results": {\n"MsgSize": 65536\n}\n}\n'
+    variables = {
+        "__fabric_validate_part": {"serve": [], "connect": [PAIR], "live": True},
+        "__fabric_validate_client": OUTPUT,
+        "__fabric_validate_server_job": SKIPPED,
+        "__fabric_validate_server": SKIPPED,
+        "__fabric_validate_json": {"content": base64.b64encode(report.encode()).decode(), "encoding": "base64"},
+    }
+    rendered = _render(
+        task["ansible.builtin.set_fact"]["__fabric_validate_host"],
+        {**COMMON, **_trusted(task["vars"]), **variables, "__fabric_validate_host": {"rdma": []}},
+    )
+    assert rendered["rdma"][0]["json"] == report
+    assert (
+        "json"
+        not in _render(
+            task["ansible.builtin.set_fact"]["__fabric_validate_host"],
+            {
+                **COMMON,
+                **_trusted(task["vars"]),
+                **variables,
+                "__fabric_validate_json": SKIPPED,
+                "__fabric_validate_host": {},
+            },
+        )["rdma"][0]
+    )

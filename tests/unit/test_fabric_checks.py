@@ -1,3 +1,4 @@
+import base64
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     merge_thresholds,
     outlier_checks,
     perftest_argv,
+    plot_series,
     preflight_errors,
     rdma_checks,
     rdma_part,
@@ -91,6 +93,60 @@ def test_perftest_argv_server_and_client():
     assert perftest_argv("ib_write_lat", options, "192.168.77.2") == [
         "timeout", "60", "ib_write_lat", "-n", "5000", "-d", "rxe0", "-x", "1", "-R", "-s", "2", "192.168.77.2",
     ]  # fmt: skip
+
+
+def test_perftest_argv_asks_for_the_json_report():
+    options = dict(OPTIONS, lat_size=2)
+    assert perftest_argv("ib_write_bw", options, "10.0.0.2", "/tmp/ansible.x.perftest.json") == [
+        "timeout", "60", "ib_write_bw", "-n", "5000", "-s", "65536", "--report_gbits",
+        "--out_json", "--out_json_file=/tmp/ansible.x.perftest.json", "10.0.0.2",
+    ]  # fmt: skip
+    # No file (the tempfile task skipped: perftest without standard JSON): the text alone, as before.
+    assert perftest_argv("ib_write_lat", options, "10.0.0.2", "") == perftest_argv("ib_write_lat", options, "10.0.0.2")
+
+
+def test_round_record_keeps_the_clients_json_report(fixture_text):
+    pairs = [{"server": "b", "client": "a"}]
+    report = fixture_text("perftest-json/ib_write_bw_client-25.01.0-0.80.json")
+    client = {"stdout": "bw rows", "stderr": "", "rc": 0}
+    slurped = {"content": base64.b64encode(report.encode()).decode(), "encoding": "base64", "source": "/tmp/x"}
+    a = rdma_round_record({}, "ib_write_bw", rdma_part(pairs, "a", True), {"client": client, "json": slurped})
+    assert a["rdma"][0]["json"] == report
+    # Unreadable (the slurp failed): recorded empty, judged a failure; skipped (no report asked for): no json key.
+    failed = {"failed": True, "msg": "file not found: /tmp/x"}
+    a = rdma_round_record({}, "ib_write_bw", rdma_part(pairs, "a", True), {"client": client, "json": failed})
+    assert a["rdma"][0]["json"] == ""
+    skipped = {"skipped": True, "changed": False}
+    a = rdma_round_record({}, "ib_write_bw", rdma_part(pairs, "a", True), {"client": client, "json": skipped})
+    assert "json" not in a["rdma"][0]
+
+
+def test_rdma_checks_judge_the_json_report_and_say_so(fixture_text):
+    text = fixture_text("softroce-qemu/ib_write_bw_x1_client_vm1.txt")
+    report = fixture_text("perftest-json/ib_write_bw_client-25.01.0-0.80.json")
+    run = {"test": "ib_write_bw", "peer": "vm2", "output": text, "rc": 0}
+    by_text = _by(
+        evaluate({"vm1": {"ib": _ib("vm1"), "rdma": [run]}}, _config(["rdma"], ib_write_bw_fraction_of_rate=0.9)),
+        "vm1",
+        "ib_write_bw[vm2]",
+    )
+    hosts = {"vm1": {"ib": _ib("vm1"), "rdma": [dict(run, json=report)]}}
+    result = evaluate(hosts, _config(["rdma"], ib_write_bw_fraction_of_rate=0.9))
+    by_json = _by(result, "vm1", "ib_write_bw[vm2]")
+    assert (by_text["parsed"], by_json["parsed"]) == ("text", "json")
+    assert (by_json["status"], by_json["measured"], by_json["threshold"]) == ("failed", 0.14, 2.25)
+    assert by_json["message"] == by_text["message"] + " (from perftest's JSON report)"
+    assert plot_series(hosts)["rdma"] == {"vm1": [{"peer": "vm2", "bw_avg_gbps": 0.14}]}
+    # Exit status 0 and a result row in the text, but no report: a failure, not 0 Gb/s.
+    hosts["vm1"]["rdma"][0]["json"] = ""
+    missing = _by(evaluate(hosts, _config(["rdma"])), "vm1", "ib_write_bw[vm2]")
+    assert (missing["status"], missing["measured"], missing["parsed"]) == ("failed", None, "json")
+    assert "perftest wrote no JSON report" in missing["message"]
+    # A latency report is judged on its t_typical, as the text is.
+    lat = fixture_text("perftest-json/ib_write_lat_client-25.01.0-0.80.json")
+    hosts = {"vm1": {"ib": _ib("vm1"), "rdma": [{"test": "ib_write_lat", "peer": "vm2", "output": "", "json": lat}]}}
+    check = _by(evaluate(hosts, _config(["rdma"])), "vm1", "ib_write_lat[vm2]")
+    assert (check["status"], check["measured"], check["parsed"]) == ("failed", 238.8, "json")
 
 
 def test_round_record_keeps_the_client_and_the_server_side():
@@ -562,6 +618,13 @@ def _same_verdicts(now, then):
     return True
 
 
+def _as_recorded(checks):
+    """The checks as the kernel lab recorded them, before a measurement's check said which of perftest's outputs it
+    parsed (there: the text, perftest 4.5 writing no standard JSON)."""
+    assert {c["parsed"] for c in checks if "parsed" in c} == {"text"}
+    return [{k: v for k, v in c.items() if k != "parsed"} for c in checks]
+
+
 def test_kernel_lab_report_is_reproduced_from_its_recorded_data():
     # The report fabric_validate wrote on the kernel lab's VMs (real rxe0, live perftest at host load ~21, the
     # scenario's first thresholds): judging its recorded host data again gives the same checks, the bandwidth gate
@@ -575,7 +638,7 @@ def test_kernel_lab_report_is_reproduced_from_its_recorded_data():
         report["hosts"],
         {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
     )
-    assert _same_verdicts(result["checks"], report["checks"])
+    assert _same_verdicts(_as_recorded(result["checks"]), report["checks"])
     assert result["summary"] == report["summary"] == {"passed": 15, "failed": 1, "skipped": 7, "total": 23}
     bw = _by(result, "vm1", "ib_write_bw[vm2]")
     assert (bw["status"], bw["measured"], bw["threshold"]) == ("failed", 0.009352, 0.01)
@@ -592,7 +655,7 @@ def test_kernel_lab_passing_report_is_reproduced_from_its_recorded_data():
         report["hosts"],
         {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
     )
-    assert _same_verdicts(result["checks"], report["checks"])
+    assert _same_verdicts(_as_recorded(result["checks"]), report["checks"])
     assert result["summary"] == {"passed": 16, "failed": 0, "skipped": 7, "total": 23}
     assert _by(result, "vm1", "ib_write_bw[vm2]")["measured"] == 0.021588
     assert _by(result, "vm1", "ib_write_lat[vm2]")["measured"] == 3805.52

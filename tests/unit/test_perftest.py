@@ -1,5 +1,15 @@
+import json
+
 import pytest
-from ansible_collections.gpucluster.fabric.plugins.module_utils.perftest import parse_perftest, summarize_perftest
+from ansible_collections.gpucluster.fabric.plugins.filter.fabric_validate import perftest_probe_json_capable
+from ansible_collections.gpucluster.fabric.plugins.module_utils.perftest import (
+    parse_perftest,
+    parse_perftest_json,
+    perftest_json_capable,
+    perftest_version,
+    summarize_perftest,
+    summarize_perftest_run,
+)
 
 BW = [
     ("softroce-qemu/ib_write_bw_x1_client_vm1.txt", 0.23, 0.14, "OFF"),
@@ -140,3 +150,124 @@ def test_server_banner_lines_are_not_errors(fixture_text):
     # "Waiting for client rdma_cm QP to connect" / "Please run the same command with the IB/RoCE interface IP"
     parsed = parse_perftest(fixture_text(f"{ROLE_RUN}ib_write_bw_server_vm2.txt"))
     assert parsed["errors"] == []
+
+
+# --out_json: tests/fixtures/perftest-json holds no capture (this needs an RDMA device, which none of the project's
+# machines has) but JSON laid out exactly as upstream perftest 25.01.0-0.80 (Debian trixie) writes it:
+# write_test_info_to_file, write_bw_report_to_file and write_report_lat_to_file in src/perftest_parameters.c and
+# REPORT_FMT_JSON / REPORT_FMT_LAT_JSON in src/perftest_parameters.h (https://github.com/linux-rdma/perftest), one
+# dprintf after another, with the settings and numbers of the Soft-RoCE text captures of the same tests; no field of
+# its own. The .notjson file is the same bandwidth run in the bare-key layout of perftest 4.5-0.17 (Debian bookworm).
+JSON_BW = "perftest-json/ib_write_bw_client-25.01.0-0.80.json"
+JSON_LAT = "perftest-json/ib_write_lat_client-25.01.0-0.80.json"
+TEXT_BW = "softroce-qemu/ib_write_bw_x1_client_vm1.txt"
+TEXT_LAT = "softroce-qemu/ib_write_lat_x1_client_vm1.txt"
+
+
+@pytest.mark.parametrize(("json_path", "text_path"), [(JSON_BW, TEXT_BW), (JSON_LAT, TEXT_LAT)])
+def test_json_report_gives_the_text_parsers_shape(fixture_text, json_path, text_path):
+    """The JSON parser's result and summary have the text parser's shape, numbers and names."""
+    parsed = parse_perftest_json(fixture_text(json_path))
+    text = parse_perftest(fixture_text(text_path))
+    assert parsed["ok"] is True and parsed["errors"] == [] and parsed["format"] == "json"
+    assert parsed["kind"] == text["kind"]
+    assert parsed["results"] == text["results"]
+    assert summarize_perftest(parsed) == summarize_perftest(text)
+    assert parsed["settings"]["Device"] == "rxe0" and parsed["settings"]["Link_type"] == "Ethernet"
+
+
+def test_json_report_kinds_and_test_names(fixture_text):
+    assert parse_perftest_json(fixture_text(JSON_BW))["test"] == "RDMA_Write_BW_Test"
+    lat = parse_perftest_json(fixture_text(JSON_LAT))
+    assert (lat["test"], lat["kind"]) == ("RDMA_Write_Latency_Test", "lat")
+    assert lat["results"][0]["p999_usec"] == 8899.84
+
+
+def test_bad_json_reports_are_failures_never_zero_bandwidth(fixture_text):
+    """An empty report (perftest never wrote it), invalid JSON, the 4.5 series' bare keys and a report without
+    the numbers all fail, each saying why."""
+    report = json.loads(fixture_text(JSON_BW))
+    no_average = json.dumps({**report, "results": {k: v for k, v in report["results"].items() if k != "BW_average"}})
+    # perftest -o bandwidth writes "bw_avg" alone (with a trailing comma, which is not JSON either).
+    bw_only = json.dumps({**report, "results": {"bw_avg": 0.14}})
+    cases = {
+        "": "perftest wrote no JSON report",
+        "  \n": "perftest wrote no JSON report",
+        fixture_text("perftest-json/ib_write_bw_client-4.5-0.17.notjson"): "not valid JSON",
+        fixture_text(JSON_BW)[:-20]: "not valid JSON",
+        "[]": "has no test_info",
+        json.dumps({**report, "results": None}): "has no results",
+        no_average: "lacks the numbers BW_average",
+        bw_only: "lacks the numbers MsgSize, n_iterations, BW_peak, BW_average, MsgRate",
+        json.dumps({**report, "test_info": {"test": "Send_forwarding_Test"}}): "unknown test 'Send_forwarding_Test'",
+    }
+    for text, error in cases.items():
+        parsed = parse_perftest_json(text)
+        assert parsed["ok"] is False and parsed["results"] == [], text
+        assert error in parsed["errors"][0], (error, parsed["errors"])
+        assert summarize_perftest(parsed) == {"ok": False, "errors": parsed["errors"]}
+
+
+def test_run_summary_says_which_output_it_judged(fixture_text):
+    text_run = {"output": fixture_text(TEXT_BW)}
+    json_run = {"output": fixture_text(TEXT_BW), "json": fixture_text(JSON_BW)}
+    assert summarize_perftest_run(text_run) == {
+        **summarize_perftest(parse_perftest(text_run["output"])),
+        "format": "text",
+    }
+    assert summarize_perftest_run(json_run)["format"] == "json"
+    assert summarize_perftest_run(json_run)["bw_avg_gbps"] == 0.14
+    # The report is what counts once asked for: a missing one fails though the text has a result row.
+    missing = summarize_perftest_run({**json_run, "json": ""})
+    assert missing["ok"] is False and missing["format"] == "json"
+    # ... and the text's own error lines (an RDMA-CM reject) follow its error.
+    race = summarize_perftest_run(
+        {"output": fixture_text("softroce-qemu/FAILED_ib_write_bw_R_client_vm1_race.txt"), "json": ""}
+    )
+    assert race["errors"][0].startswith("perftest wrote no JSON report")
+    assert any("RDMA_CM_EVENT_REJECTED" in e for e in race["errors"][1:])
+
+
+HELP = "perftest-help/ib_write_bw-help-{}.txt"
+VERSION = "perftest-help/ib_write_bw-version-{}.txt"
+
+
+@pytest.mark.parametrize(
+    ("package", "version", "lists_option", "capable"),
+    [
+        # Real `ib_write_bw --help` / `--version` of Debian's packages (tests/fixtures/README.md).
+        ("25.01.0+0.80-trixie", (6, 24), True, True),
+        ("4.5+0.17-bookworm", (6, 6), True, False),  # lists --out_json but writes bare keys
+        ("4.4+0.37-bullseye", (5, 96), False, False),
+    ],
+)
+def test_json_capability_from_real_help_and_version(fixture_text, package, version, lists_option, capable):
+    help_text, version_text = fixture_text(HELP.format(package)), fixture_text(VERSION.format(package))
+    assert perftest_version(version_text) == version
+    assert ("--out_json_file=<file>" in help_text) is lists_option
+    assert perftest_json_capable(version_text, help_text) is capable
+
+
+def test_json_capability_edges(fixture_text):
+    help_text = fixture_text(HELP.format("25.01.0+0.80-trixie"))
+    assert perftest_json_capable("Version: 6.19\n", help_text) is True  # the first with standard JSON (f9e82f7)
+    assert perftest_json_capable("Version: 6.18\n", help_text) is False
+    assert perftest_json_capable("Version: 6.24\n", "") is False
+    assert perftest_json_capable("", help_text) is False
+    assert perftest_version("ib_write_bw: command not found") is None
+
+
+def test_json_capability_filter_reads_the_registered_probe(fixture_text):
+    def probe(package):
+        return {
+            "results": [
+                {"item": "--version", "rc": 10, "stdout": fixture_text(VERSION.format(package)).rstrip("\n")},
+                {"item": "--help", "rc": 1, "stdout": fixture_text(HELP.format(package))},
+            ]
+        }
+
+    assert perftest_probe_json_capable(probe("25.01.0+0.80-trixie")) is True
+    assert perftest_probe_json_capable(probe("4.5+0.17-bookworm")) is False
+    assert perftest_probe_json_capable({"skipped": True, "changed": False}) is False
+    missing = {"item": "--version", "rc": 2, "failed": True, "msg": "[Errno 2] No such file or directory"}
+    assert perftest_probe_json_capable({"results": [missing]}) is False
