@@ -21,6 +21,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     evaluate,
     failure_lines,
     merge_thresholds,
+    nccl_side_by_side,
     plot_series,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.report_plot import (
@@ -68,6 +69,7 @@ def build_report(args):
         "summary": result["summary"],
         "checks": result["checks"],
         "figures": figures_plan(plot_series(hosts, result["checks"]), have_matplotlib()),
+        "nccl_side_by_side": nccl_side_by_side(hosts),
         "hosts": hosts,
     }
     return report, host_failures(result["checks"], hosts)

@@ -175,6 +175,8 @@ def preflight_errors(
     rdma_attempts=1,
     rdma_bw_references=None,
     nccl_benchmarks="first",
+    sm_query_host=None,
+    inventory_hosts=None,
 ):
     """Messages for bad input, each naming the variable, the value and the fix. Empty when all is well."""
     errors = measurements_errors({} if measurements is None else measurements)
@@ -189,6 +191,10 @@ def preflight_errors(
         )
     errors.extend(reference_errors(references or []))
     errors.extend(rdma_reference_errors(rdma_bw_references or []))
+    if sm_query_host and inventory_hosts is not None and sm_query_host not in inventory_hosts:
+        errors.append(
+            f"fabric_validate_sm_query_host={sm_query_host} is not an inventory host; name one, or leave it unset"
+        )
     if nccl_benchmarks not in NCCL_BENCHMARKS:
         errors.append(
             f"fabric_validate_nccl_benchmarks={nccl_benchmarks!r} must be one of {', '.join(NCCL_BENCHMARKS)} "
@@ -1021,8 +1027,8 @@ def _nccl_run_check(host, data, run, thresholds, references):
     if nranks is not None and nranks < 2:
         return one(
             "skipped",
-            f"skipped: {nranks} rank: bus bandwidth is 0 by definition (2(n-1)/n), so no published figure applies; "
-            f"algbw {parsed['largest']['algbw_gbps']} GB/s at {parsed['largest']['size']} B",
+            f"skipped: {nranks} rank: bus bandwidth is 0 by definition (2(n-1)/n), so no published figure applies "
+            f"(measured up to {parsed['largest']['size']} B)",
             busbw,
             unit="GB/s",
         )
@@ -1329,6 +1335,24 @@ def failure_lines(checks):
             f" - {c['message']}"
         )
     return lines
+
+
+def nccl_side_by_side(hosts):
+    """The all-reduce busbw of every benchmark a host ran, per message size, in one table:
+    {tools: [tool, ...], rows: [{host, size, busbw: {tool: GB/s}}]}, for reading nccl-tests and the PyTorch benchmark
+    next to each other (the same columns, the in-place result where one has only that)."""
+    tools = []
+    rows = {}
+    for host, data in sorted((hosts or {}).items()):
+        for run in nccl_runs(data or {}):
+            if not run.get("output"):
+                continue
+            if run["tool"] not in tools:
+                tools.append(run["tool"])
+            for r in parse_nccl_tests(run["output"])["results"]:
+                row = rows.setdefault((host, r["size"]), {"host": host, "size": r["size"], "busbw": {}})
+                row["busbw"][run["tool"]] = primary(r)["busbw_gbps"]
+    return {"tools": tools, "rows": [rows[key] for key in sorted(rows)]}
 
 
 def plot_series(hosts, checks=None):

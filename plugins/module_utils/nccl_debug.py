@@ -69,10 +69,12 @@ def parse_nccl_info(text):
             continue
         match = _GDR_RE.search(line)
         if match:
-            result["nics"][match.group("hca")] = {
-                "gdr": match.group("state") == "Enabled",
-                "index": int(match.group("n")),
-            }
+            # NCCL prints the line for its Socket transport's NICs too (always Disabled): not an RDMA NIC.
+            if match.group("net") != "Socket":
+                result["nics"][match.group("hca")] = {
+                    "gdr": match.group("state") == "Enabled",
+                    "index": int(match.group("n")),
+                }
             continue
         match = _DMABUF_RE.search(line)
         if match:

@@ -286,3 +286,46 @@ def test_bad_reference_rows_and_benchmark_choice_fail_preflight():
         "fabric_validate_nccl_benchmarks='both' must be one of first, all",
     ):
         assert text in joined, text
+
+
+SIDE_BY_SIDE = FIXTURES / "nccl-h200-side-by-side"
+
+
+def test_real_h200_run_of_both_benchmarks_is_judged_again_the_same():
+    """The report of tests/lab/device/run_h200.sh on the one-GPU H200 machine (2026-12-02): nccl-tests 2.19.6 and the
+    PyTorch benchmark side by side, NCCL 2.28.9 with NCCL_DEBUG=INFO, NVLS off. Judging its recorded host data again
+    gives the same checks; both benchmarks are skipped for one rank, the data path for the lack of an RDMA NIC."""
+    import json
+
+    report = json.loads((SIDE_BY_SIDE / "fabric_validate-report.json").read_text())
+    host = report["hosts"]["localhost"]
+    assert [r["tool"] for r in host["nccl"]] == ["nccl-tests", "pytorch"]
+    assert host["nccl"][0]["output"] == (SIDE_BY_SIDE / "all_reduce_perf-info.txt").read_text()
+    assert host["nccl"][1]["output"] == (SIDE_BY_SIDE / "nccl_allreduce_torch-info.txt").read_text()
+    config = {"tiers": report["tiers"], "thresholds": report["thresholds"], "references": report["busbw_references"]}
+    assert evaluate(report["hosts"], config)["checks"] == report["checks"]
+    checks = {c["check"]: c for c in report["checks"]}
+    for tool in ("nccl-tests", "pytorch"):
+        assert checks[f"nccl.all_reduce[{tool}]"]["status"] == "skipped"
+        assert "1 rank: bus bandwidth is 0 by definition" in checks[f"nccl.all_reduce[{tool}]"]["message"]
+    assert "NCCL listed no RDMA NIC (network Socket)" in checks["nccl.data_path"]["message"]
+    # The versions the fleet check compares were recorded: the kernel, the GPU driver, the packages asked for.
+    assert host["versions"]["kernel"] and host["gpu"]["gpus"][0]["driver_version"] == "580.159.04"
+    assert set(host["versions"]["packages"]) >= {"libnccl2", "rdma-core", "perftest"}
+
+
+@pytest.mark.parametrize("name", ["all_reduce_perf-info.txt", "nccl_allreduce_torch-info.txt"])
+def test_real_info_lines_of_both_benchmarks(name):
+    text = (SIDE_BY_SIDE / name).read_text()
+    info = parse_nccl_info(text)
+    assert (info["version"], info["network"], info["nics"], info["nvls"]) == ("2.28.9+cuda13.0", "Socket", {}, None)
+    # NCCL_NVLS_ENABLE=0 was in the run's environment: NCCL printed no NVLS line, the environment says off.
+    assert nvls_used(info, {"NCCL_NVLS_ENABLE": "0"}) is False
+    parsed = parse_nccl_tests(text)
+    assert parsed["ok"] and parsed["nranks"] == 1 and parsed["largest"]["size"] == 17179869184
+
+
+def test_sm_query_host_must_be_in_the_inventory_or_the_host_itself():
+    assert preflight_errors([], {}, [], ["a"], sm_query_host="a", inventory_hosts=["a", "b"]) == []
+    errors = preflight_errors([], {}, [], ["a"], sm_query_host="sm-99", inventory_hosts=["a", "b"])
+    assert errors == ["fabric_validate_sm_query_host=sm-99 is not an inventory host; name one, or leave it unset"]

@@ -126,6 +126,7 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
         "checks",
         "figures",
         "hosts",
+        "nccl_side_by_side",
         "rdma_bw_references",
         "run_id",
         "summary",
