@@ -58,11 +58,11 @@ def test_input_errors_all_at_once():
 def test_find_source_entries():
     files = {
         OWN: "# Ansible managed\ndeb [signed-by=/k] " + URL + "/ /\n",
-        "/etc/apt/sources.list": "deb http://deb.debian.org/debian bookworm main\n#deb " + URL + "/ /\n",
+        "/etc/apt/sources.list": "deb http://debian.mirror.example/debian bookworm main\n#deb " + URL + "/ /\n",
         "/etc/apt/sources.list.d/x.list": "  deb [ Trusted=yes ] " + URL + "/ /\n",
         "/etc/apt/sources.list.d/y.sources": (
             "# comment\nTypes: deb\nURIs: " + URL + "/\nSuites: /\nTrusted: yes\n\n"
-            "Types: deb\nEnabled: no\nURIs: " + URL + "/\n\nTypes: deb\nURIs: http://deb.debian.org/debian\n"
+            "Types: deb\nEnabled: no\nURIs: " + URL + "/\n\nTypes: deb\nURIs: http://debian.mirror.example/debian\n"
         ),
     }
     entries = cuda_repo.find_source_entries(files)

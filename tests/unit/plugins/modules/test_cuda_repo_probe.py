@@ -222,7 +222,7 @@ def test_foreign_and_trusted_source_entries_are_refused_with_the_other_errors(tm
         f"Types: deb\nURIs: {base('signed')}/{REPO_DIR}/\nSuites: /\nTrusted: yes\n\n"
         f"Enabled: no\nTypes: deb\nURIs: {base('unsigned')}/{REPO_DIR}/\nSuites: /\n"
     )
-    (root / "etc/apt/sources.list").write_text("deb http://deb.debian.org/debian bookworm main\n")
+    (root / "etc/apt/sources.list").write_text("deb http://debian.mirror.example/debian bookworm main\n")
     result = run_module(tmp_path, base_url=base("signed"), root=str(root), keyring_version="1.1")
     foreign, trusted, version = (
         [e for e in result["errors"] if e.startswith("apt already has")],
