@@ -76,5 +76,4 @@ def test_timeout_and_unreached_query_host():
 
 
 def test_no_sm_lid():
-    kind, _ = sminfo_outcome(255, "sminfo: iberror: failed: can't resolve sm port \n", "")
-    assert kind == "no_sm_lid"
+    assert sminfo_outcome(255, "sminfo: iberror: failed: can't resolve sm port \n", "")[0] == "no_sm_lid"
