@@ -2,7 +2,9 @@
 # On the accelerator machine, from the repository root: install the carried ansible-core wheels, build nccl-tests
 # from the carried source against the NCCL of PyTorch's wheel, and run h200_validate.yml (nccl-tests and the PyTorch
 # benchmark side by side). Writes the report under $OUT/<run id>/ and the build log to $OUT.
-# Carry: .devcarry (whl/*.whl, nccl-tests-2.19.6.tar.gz). Usage: bash tests/lab/device/run_h200.sh [run id]
+# Carry: .devcarry (ignored by git): whl/ holds the wheels of ansible-core 2.19.14, resolvelib 1.2.1, cryptography
+# 50.0.2, cffi 2.1.1 and pycparser 3.12 (pip download, cp312 manylinux; the device README says how) and
+# nccl-tests-2.19.6.tar.gz is ../shared/vendor/nccl-tests-2.19.6.tar.gz. Usage: bash tests/lab/device/run_h200.sh [run id]
 set -euo pipefail
 run_id=${1:-h200}
 out=${OUT:?set OUT to the output folder}
