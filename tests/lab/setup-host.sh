@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare a Debian 12 machine (as root) for the lab and the tests: the Debian packages the harness
-# needs, podman configured as this machine requires (runc; see README "Lab host"), and kernel limits
+# needs, podman configured as this machine requires (runc; see docs/lab.md, "What a lab host needs"), and kernel limits
 # for many systemd containers. Idempotent; quick when everything is in place.
 set -euo pipefail
 
