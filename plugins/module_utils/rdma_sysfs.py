@@ -174,8 +174,10 @@ def parse_ibv_devinfo(text):
 
 def expand_gid(gid):
     """GID as printed by ibv_devinfo (IPv6 text, compressed) -> the sysfs form (8 groups of 4 hex digits)."""
-    exploded = ipaddress.IPv6Address(f"{gid}").exploded
-    return exploded
+    # From the address's bytes: Python 3.13 writes an IPv4-mapped address (a RoCE v2 IPv4 GID) with its last 32 bits
+    # dotted ("...:ffff:10.20.0.1") in `exploded`; sysfs always has 8 groups of 4 hex digits.
+    packed = ipaddress.IPv6Address(f"{gid}").packed
+    return ":".join(packed[i : i + 2].hex() for i in range(0, 16, 2))
 
 
 def merge_ibv_devinfo(devices, devinfo):

@@ -4,7 +4,9 @@
 
 Standard library only: module ``roce_qos`` imports this file, and role ``roce_qos`` installs the same file on the
 host, where a systemd unit runs it at boot and after an RDMA device appears (a reboot or a driver reload would
-otherwise return the host to lossy defaults). What one run does is what the other does.
+otherwise return the host to lossy defaults), through the role's roce_qos_boot.py, which gives it a command runner.
+What one run does is what the other does. Every command goes through the runner the caller gives (the module's
+run_command, the boot script's subprocess, a test's fake).
 
 Per interface (its ``settings`` already validated by roce_qos.qos_errors, ``ecn`` a bool):
 
@@ -25,7 +27,6 @@ rdma_cm configfs) is ``unsupported`` with the reason, never a silent success.
 import glob
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -117,10 +118,12 @@ class Host:
     """The host's side effects, in one place: commands, files, directories (tests give a root and a fake runner)."""
 
     def __init__(self, sysfs_root="/", configfs_root="/sys/kernel/config", run=None, check_mode=False):
+        if run is None:
+            raise TypeError("Host needs a command runner: run(argv) -> (rc, stdout, stderr)")
         self.sysfs_root = sysfs_root
         self.configfs_root = configfs_root
         self.check_mode = check_mode
-        self._run = run or _run
+        self._run = run
 
     def run(self, argv):
         return self._run(argv)
@@ -153,14 +156,6 @@ def module_runner(module):
         return module.run_command(argv, environ_update={"LC_ALL": "C"})
 
     return run
-
-
-def _run(argv):
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        return 127, "", f"{argv[0]}: not found"
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def _result(state, wanted, current=None, reason=None, commands=None):
@@ -319,11 +314,10 @@ def _say(stream, line):
     stream.flush()
 
 
-def main(argv=None):
-    """Boot-time entry point: ``python3 roce_qos_apply.py <config.json> [wait seconds]``; the config is
-    {"interfaces": {name: settings}} as the role wrote it. Exits 1 when a command fails, 0 otherwise (an
-    unsupported setting is logged, as the role reports it)."""
-    argv = sys.argv[1:] if argv is None else argv
+def main(argv, run):
+    """Boot-time run (roles/roce_qos/files/roce_qos_boot.py): argv is ``<config.json> [wait seconds]``, the config
+    {"interfaces": {name: settings}} as the role wrote it; run(argv) runs a command. Returns 1 when a command fails,
+    0 otherwise (an unsupported setting is logged, as the role reports it)."""
     with open(argv[0], encoding="utf-8") as handle:
         config = json.load(handle)
     interfaces = config["interfaces"]
@@ -331,14 +325,10 @@ def main(argv=None):
     for name in missing:
         _say(sys.stdout, f"{name}: no RDMA port after waiting; applying what can be")
     try:
-        results = apply_all(Host(), interfaces)
+        results = apply_all(Host(run=run), interfaces)
     except QosError as exc:
         _say(sys.stderr, f"failed: {exc}")
         return 1
     for line in summary_lines(results):
         _say(sys.stdout, line)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -37,7 +37,7 @@ fingerprints:
   type: list
   elements: str
   sample: [EB693B3035CD5710E231E123A4B469963BF863CC]
-keys:
+primary_keys:
   description: One entry per primary key, with its packet version and subkey fingerprints.
   returned: success
   type: list
@@ -63,7 +63,9 @@ def main():
         module.fail_json(msg=f"cannot read keyring {path}: {exc}")
     except OpenPGPError as exc:
         module.fail_json(msg=f"{path} is not a valid OpenPGP keyring: {exc}")
-    module.exit_json(changed=False, keys=info["keys"], fingerprints=[key["fingerprint"] for key in info["keys"]])
+    module.exit_json(
+        changed=False, primary_keys=info["keys"], fingerprints=[key["fingerprint"] for key in info["keys"]]
+    )
 
 
 if __name__ == "__main__":

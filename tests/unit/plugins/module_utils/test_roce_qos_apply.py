@@ -4,6 +4,10 @@ captured: no mlx5 NIC is reachable from this project's machines; the qemu lab (m
 code against a real kernel, where virtio has no DCB and Soft-RoCE no ECN switches."""
 
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos_apply import (
@@ -13,13 +17,13 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos_apply i
     dcb_argv,
     default_tos_path,
     ecn_paths,
-    main,
     parse_dscp_map,
     parse_pfc,
     rdma_port_of,
     summary_lines,
 )
 
+ROOT = Path(__file__).resolve().parents[4]
 SETTINGS = {"trust": "dscp", "pfc_priorities": [3], "dscp_map": {26: 3, 48: 6}, "tos": 106, "ecn": True}
 
 
@@ -200,10 +204,22 @@ def test_a_failing_dcb_write_raises(tmp_path):
         apply_all(ConfigfsHost(str(root), str(configfs), failing), {"ens1f0np0": SETTINGS})
 
 
-def test_boot_entry_point_reads_the_role_s_settings(tmp_path, capsys):
+def test_boot_entry_point_reads_the_role_s_settings(tmp_path):
+    """The two files as role roce_qos installs them side by side (tasks/persist.yml), run as the unit runs them."""
+    libexec = tmp_path / "libexec"
+    libexec.mkdir()
+    shutil.copy(ROOT / "plugins" / "module_utils" / "roce_qos_apply.py", libexec / "roce_qos_apply.py")
+    shutil.copy(ROOT / "roles" / "roce_qos" / "files" / "roce_qos_boot.py", libexec / "roce_qos_boot.py")
     config = tmp_path / "roce_qos.json"
     config.write_text(json.dumps({"interfaces": {"nosuchif0": {**SETTINGS, "dscp_map": {"26": 3, "48": 6}}}}))
-    assert main([str(config)]) == 0
-    out = capsys.readouterr().out
-    assert "nosuchif0: no RDMA port after waiting" in out
-    assert "nosuchif0 pfc: unsupported (interface nosuchif0 does not exist)" in out
+    boot = subprocess.run(
+        [sys.executable, str(libexec / "roce_qos_boot.py"), str(config)], capture_output=True, text=True, check=False
+    )
+    assert boot.returncode == 0, boot.stderr
+    assert "nosuchif0: no RDMA port after waiting" in boot.stdout
+    assert "nosuchif0 pfc: unsupported (interface nosuchif0 does not exist)" in boot.stdout
+
+
+def test_every_command_goes_through_the_caller_s_runner():
+    with pytest.raises(TypeError, match="runner"):
+        Host()
