@@ -1,6 +1,6 @@
 # gpucluster.fabric developer and CI entry point.
 #   make test   — what CI runs: host packages, venv, lab images, lint, unit, sanity, scenario site with the fault
-#                 tests, every role's scenario, the version matrix, the qemu lab (README, "Tests and CI time")
+#                 tests, every role's scenario, the version matrix, the qemu lab (docs/ci.md)
 #   make lab    — the main job: bring up the local lab and run the site playbook against it
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -17,10 +17,9 @@ LAB_IMAGE_REPO ?= localhost/gpucluster-lab
 # Molecule scenarios run on the container lab images; kernel_* scenarios need qemu (make kernel-lab).
 CONTAINER_SCENARIOS := $(sort $(filter-out kernel_%,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 # `make molecule` runs SCENARIOS: scenario `site` (every role end to end on a three-container lab, and the fault tests
-# on that lab) on SITE_SUITES, the role scenarios on ROLE_SUITES. `make test` (CI: 90 minutes on two cores) runs site on
-# the last suite (bullseye) and every role's scenario on the first (bookworm); `make matrix` adds rdma_core on both
-# suites with the oldest ansible-core. See README, "Tests and CI time". `make molecule-all` runs every scenario on every
-# suite.
+# on that lab) on SITE_SUITES, the role scenarios on ROLE_SUITES. `make test` (CI: 90 minutes on two cores) runs the
+# role scenarios on the first suite (bookworm) and scenario site in `make matrix`, from the installed tarball with the
+# newest ansible-core (docs/ci.md). `make molecule-all` runs every scenario on every suite.
 SCENARIOS ?= $(CONTAINER_SCENARIOS)
 ROLE_SUITES ?= $(firstword $(LAB_SUITES))
 SITE_SUITES ?= $(lastword $(LAB_SUITES))
@@ -179,39 +178,42 @@ TARBALL := $(ROOT)/.build/gpucluster-fabric-$(VERSION).tar.gz
 # Outside the git checkout: ansible-test inside a git work tree only sees files git tracks there.
 SANITY_ROOT := $(or $(TMPDIR),/tmp)/gpucluster-fabric-sanity-$(shell echo $(ROOT) | md5sum | cut -c1-8)
 
-# ansible-test sanity and units on what we ship: the built tarball, installed into a clean path.
-# ansible-test fetches a pip bootstrap script from a host our machines cannot reach; it looks in its cache
-# first, so a stand-in (tests/lab/ansible-test/get_pip.py) is put there.
+# ansible-test sanity and units on what we ship: the built tarball, installed into a clean path
+# (tests/lab/ansible-test/sanity.sh).
 .PHONY: sanity
-sanity: build  ## ansible-test sanity + units on the built collection installed into a clean path
-	rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_ROOT)
-	ANSIBLE_COLLECTIONS_PATH=$(SANITY_ROOT) $(BIN)/ansible-galaxy collection install --force --no-deps -p $(SANITY_ROOT) $(TARBALL)
-	pip_version=$$(grep -oP "pip='\K[0-9.]+" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | head -n1); \
-	  mkdir -p ~/.ansible/test/cache && \
-	  cp tests/lab/ansible-test/get_pip.py ~/.ansible/test/cache/get_pip_$${pip_version//./_}.py
-	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test sanity --python 3.11 --color no
-	cd $(SANITY_ROOT)/ansible_collections/gpucluster/fabric && env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-test units --venv --python 3.11 --color no
+sanity: build  ## ansible-test sanity on the built collection installed into a clean path
+	tests/lab/ansible-test/sanity.sh $(TARBALL) $(SANITY_ROOT) sanity --python 3.11
 
-# Version matrix (README "Support matrix"): unit tests, the rdma_core scenario on both lab suites and the tarball smoke
-# test on the oldest ansible-core meta/runtime.yml claims (its own venv, from a complete lock). The newest is the main
-# venv, which runs every other test (sanity, the role scenarios, scenario site). MATRIX_VENVS="$(MATRIX_OLDEST_VENV)
-# $(VENV)" adds the newest to the matrix (the README table then needs `make support-matrix`).
-MATRIX_OLDEST_CORE := 2.19.0
-MATRIX_OLDEST_VENV := $(ROOT)/.venv-core-$(MATRIX_OLDEST_CORE)
-MATRIX_VENVS ?= $(MATRIX_OLDEST_VENV)
+# The unit tests again, under ansible-test in the installed tarball (CI runs them with pytest on every release of the
+# version matrix instead).
+.PHONY: units
+units: build  ## ansible-test units on the built collection installed into a clean path
+	tests/lab/ansible-test/sanity.sh $(TARBALL) $(SANITY_ROOT) units --venv --python 3.11
+
+# Version matrix (README "Support matrix", tests/lab/matrix/matrix.py): every ansible-core release with a lock in
+# tests/lab/matrix/ — unit tests, ansible-test sanity and the tarball smoke on each; scenario site from the installed
+# tarball on the newer ones (every step on the newest). Releases that need Python >= 3.12 run on a Debian trixie
+# controller container (tests/lab/controller/); the oldest runs here, in .venv-core-<version>. The main venv (2.19.14,
+# Debian 12's Python 3.11) runs lint, unit, `make sanity`, the role scenarios and `make lab`.
+MATRIX_HOST_CORES := $(patsubst tests/lab/matrix/core-%.txt,%,$(shell grep -l '^\# matrix-controller: host' tests/lab/matrix/core-*.txt))
+MATRIX_HOST_STAMPS := $(foreach core,$(MATRIX_HOST_CORES),$(ROOT)/.venv-core-$(core)/.stamp)
 MATRIX_OUT := $(ROOT)/.build/matrix
 
-$(MATRIX_OLDEST_VENV)/.stamp: tests/lab/matrix/core-$(MATRIX_OLDEST_CORE).txt
-	rm -rf $(MATRIX_OLDEST_VENV) && $(PYTHON) -m venv $(MATRIX_OLDEST_VENV)
-	$(MATRIX_OLDEST_VENV)/bin/pip install --quiet --no-deps -r $<
+$(ROOT)/.venv-core-%/.stamp: tests/lab/matrix/core-%.txt
+	rm -rf $(ROOT)/.venv-core-$* && $(PYTHON) -m venv $(ROOT)/.venv-core-$*
+	$(ROOT)/.venv-core-$*/bin/pip install --quiet --no-deps -r $<
 	touch $@
+
+.PHONY: controller-image
+controller-image: host-deps  ## build (or reuse cached) the trixie controller image of the version matrix
+	tests/lab/controller/build-image.sh
 
 .PHONY: matrix
 MATRIX_JOBS ?= $(MOLECULE_JOBS)
-matrix: venv images build $(MATRIX_OLDEST_VENV)/.stamp  ## unit + rdma_core + tarball smoke on the oldest ansible-core (MATRIX_VENVS=); checks the README matrix
-	nice -n $(MOLECULE_NICE) $(BIN)/python tests/lab/matrix/matrix.py run --out $(MATRIX_OUT) --tarball $(TARBALL) --jobs $(MATRIX_JOBS) \
-	  --suites $(LAB_SUITES) $(foreach venv,$(MATRIX_VENVS),--venv $(venv))
-	$(BIN)/python tests/lab/matrix/matrix.py readme --check $(MATRIX_OUT)/results.json README.md
+matrix: venv images build mirror controller-image $(MATRIX_HOST_STAMPS)  ## every ansible-core release with a lock (MATRIX_ONLY=<regex> of job titles); checks the README matrix
+	nice -n $(MOLECULE_NICE) $(BIN)/python tests/lab/matrix/matrix.py run --out $(MATRIX_OUT) --tarball $(TARBALL) \
+	  --jobs $(MATRIX_JOBS) --suites $(LAB_SUITES) $(if $(MATRIX_ONLY),--only "$(MATRIX_ONLY)")
+	$(if $(MATRIX_ONLY),,$(BIN)/python tests/lab/matrix/matrix.py readme --check $(MATRIX_OUT)/results.json README.md)
 
 .PHONY: support-matrix
 support-matrix: venv  ## write the README support matrix from the last `make matrix` results
@@ -221,15 +223,21 @@ support-matrix: venv  ## write the README support matrix from the last `make mat
 tarball-smoke: venv images build  ## install the built tarball into a clean path; run FQCN roles and playbooks from it
 	tests/lab/tarball-smoke/run.sh $(VENV) $(TARBALL) $(ROOT)/.build/tarball-smoke $(LAB_SUITES)
 
-# make test's scenarios and version matrix in one pool: `make molecule` (4 jobs) and `make matrix` (2 jobs) at once,
-# so that the matrix fills the cores while scenario site, the longest job, runs.
+# make test's scenarios and version matrix at once: the role scenarios (`make molecule`) and `make matrix`, which runs
+# scenario site (every step, the fault tests included) with the newest ansible-core. CI leaves out the scenarios whose
+# checks run anyway: site (in the matrix), rdma_core (the role and its checks run in the tarball smoke of every release,
+# and in scenario site) and fabric_interfaces_ifupdown (scenario site persists its interfaces with ifupdown);
+# `make molecule-all` runs every scenario on every suite.
+CI_SKIPPED_SCENARIOS := site rdma_core fabric_interfaces_ifupdown
+CI_SCENARIOS := $(filter-out $(CI_SKIPPED_SCENARIOS),$(CONTAINER_SCENARIOS))
 .PHONY: scenarios
-scenarios: venv images mirror build $(MATRIX_OLDEST_VENV)/.stamp
-	$(MAKE) --no-print-directory -k -j2 molecule matrix MATRIX_JOBS=2 \
+scenarios: venv images mirror build controller-image $(MATRIX_HOST_STAMPS)
+	$(MAKE) --no-print-directory -k -j2 molecule matrix SCENARIOS="$(CI_SCENARIOS)" MOLECULE_JOBS=2 MATRIX_JOBS=3 \
 	  MOLECULE_BASE_CONFIGS=".config/molecule/config.yml .config/molecule/ci.yml"
 
-# make test runs its phases one after the other and prints how long each took (also on failure).
-TEST_PHASES := host-deps venv images lint unit build sanity scenarios kernel-lab-reduced
+# make test runs its phases one after the other and prints how long each took (also on failure). The unit tests run in
+# `make scenarios`, on every release of the version matrix (`make unit` runs them on the main venv).
+TEST_PHASES := host-deps venv images lint build sanity scenarios kernel-lab-reduced
 TEST_TIMINGS := $(ROOT)/.build/test-timings.txt
 .PHONY: test
 test:  ## the test suite (what CI runs), with per-phase timings
@@ -268,4 +276,4 @@ bench-site: venv host-deps mirror  ## benchmark site.yml against the blog's scri
 
 .PHONY: clean
 clean:  ## remove the venvs and build outputs (lab images stay cached in podman)
-	rm -rf $(VENV) $(MATRIX_OLDEST_VENV) $(ROOT)/.build
+	rm -rf $(VENV) $(ROOT)/.venv-core-* $(ROOT)/.build

@@ -25,8 +25,12 @@ FORBIDDEN_PREFIXES = (
     ".build/",
     ".venv",
     "reports/",
+    "fabric-reports/",
+    ".ansible/",
 )
-FORBIDDEN_SUFFIXES = (".vault-password", ".tar.gz", ".pyc")
+# A vault password, a build output, or what a run wrote (logs such as ansible-navigator.log, retry files), tracked or
+# not: `ansible-galaxy collection build` ships every file not in build_ignore, whatever git ignores.
+FORBIDDEN_SUFFIXES = (".vault-password", ".tar.gz", ".pyc", ".log", ".retry")
 REQUIRED = ("MANIFEST.json", "FILES.json", "meta/runtime.yml", "playbooks/site.yml", "README.md", "LICENSE")
 
 
@@ -52,13 +56,47 @@ def members(tarball):
         return [m.name for m in archive.getmembers() if m.isfile()]
 
 
-def test_no_secret_lab_or_tool_file_is_shipped(members):
-    shipped = [
+def forbidden(members):
+    """The members a user must not get."""
+    return [
         name
         for name in members
         if name.startswith(FORBIDDEN_PREFIXES) or name.endswith(FORBIDDEN_SUFFIXES) or "/__pycache__/" in name
     ]
-    assert shipped == [], shipped
+
+
+def _build(source, out):
+    run = subprocess.run(
+        [str(GALAXY), "collection", "build", "--force", "--output-path", str(out), str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    (built,) = out.glob("*.tar.gz")
+    with tarfile.open(built) as archive:
+        return [m.name for m in archive.getmembers() if m.isfile()]
+
+
+def test_no_secret_lab_tool_or_run_file_is_shipped(members):
+    assert forbidden(members) == []
+
+
+def test_a_log_left_by_a_run_is_caught(tmp_path):
+    """The check above can fail: a tree with an untracked log, as a run leaves one, ships it and is caught."""
+    if not GALAXY.is_file():
+        pytest.skip("no ansible-galaxy next to this Python")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("galaxy.yml", "meta/runtime.yml", "README.md", "LICENSE"):
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_bytes((ROOT / name).read_bytes())
+    (tree / "ansible-navigator.log").write_text("a run's log\n")
+    (tree / "playbooks").mkdir()
+    (tree / "playbooks" / "ansible.log").write_text("a log_path of ansible.cfg\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert sorted(forbidden(_build(tree, out))) == ["ansible-navigator.log", "playbooks/ansible.log"]
 
 
 def test_the_collection_itself_is_shipped(members):

@@ -1,21 +1,37 @@
 #!/usr/bin/env python3
 """The ansible-core version matrix (`make matrix`) and the README support matrix written from what it ran.
 
-  matrix.py run --out DIR --tarball TARBALL --suites SUITE... --venv VENV [--venv VENV ...] [--jobs N]
+  matrix.py run --out DIR --tarball TARBALL --suites SUITE... [--jobs N]
   matrix.py readme (--check | --write) RESULTS_JSON README
 
-`run` checks each venv's ansible-core against meta/runtime.yml (and that the oldest version it claims is among them),
-then runs, per venv: the unit tests, Molecule's rdma_core scenario on each lab suite (containers named
-rdma_core-<suite>-core<version>, apart from `make molecule`'s), and tests/lab/tarball-smoke/run.sh. It writes
-RESULTS_JSON and fails when any run failed. `readme` renders the support matrix from RESULTS_JSON between the
-markers in README; --check fails when the README says something else.
+The matrix is the locks in this directory, one per ansible-core release (core-<version>.txt). A lock's first line
+says where that release's controller runs: `# matrix-controller: host` (this machine's Python; the Makefile makes
+.venv-core-<version>) or `# matrix-controller: trixie` (tests/lab/controller/run.sh: a Debian trixie container, for
+releases that need a newer Python than Debian 12's). `run` checks every release against meta/runtime.yml's
+requires_ansible (and that the oldest release it admits is tested), then runs, per release:
+
+- the unit tests (tests/unit, tests/repo);
+- ansible-test sanity on the built tarball installed into a clean path, on the controller's Python; on the oldest
+  release, also the compile and import tests on Python 3.8 (the Ubuntu 20.04 target) where this machine has one;
+- the tarball smoke (tests/lab/tarball-smoke/run.sh): that release's ansible-galaxy installs the tarball into a clean
+  path and a user's own playbook runs from it against one lab container per suite, and, on the oldest release, a
+  bookworm container managed through Python 3.8 where this machine has one;
+- scenario `site` with site.yml from the installed tarball: on the newest release, its whole test sequence (the
+  fault tests included); on every other trixie release, create, converge, idempotence and destroy.
+
+Every run fails on a deprecation warning in its output. `run` writes RESULTS_JSON and fails when any run failed.
+`readme` renders the support matrix from RESULTS_JSON between the markers in README; --check fails when the README
+says something else.
 """
 
 import argparse
+import glob
+import hashlib
 import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -28,17 +44,21 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[3]
-SCENARIO = "rdma_core"
+HERE = Path(__file__).resolve().parent
+CONTROLLER_RUN = ROOT / "tests" / "lab" / "controller" / "run.sh"
+PODMAN_SERVICE = ROOT / "tests" / "lab" / "controller" / "podman-service.sh"
+SANITY = ROOT / "tests" / "lab" / "ansible-test" / "sanity.sh"
+SITE_SCENARIO = "site"
+# Scenario site's host names and addresses exist per suite (molecule/site/host_vars): the newest release's whole
+# sequence and another release's converge run on different suites, so that they can run at once.
+SITE_SUITES = {"full": "bullseye", "converge": "bookworm"}
 # Molecule's podman driver and connection need containers.podman besides the collection's own dependencies.
 TOOL_COLLECTIONS = ["containers.podman"]
+# A deprecation warning, or ansible-core's warning that a collection's requires_ansible does not admit it
+# (ansible/plugins/loader.py: "Collection <name> does not support Ansible version <version>").
+DEPRECATION = re.compile(r"\[DEPRECATION WARNING\]|Collection \S+ does not support Ansible version")
 BEGIN = "<!-- support-matrix: written by `make support-matrix` from what `make matrix` ran; do not edit -->"
 END = "<!-- end support-matrix -->"
-
-
-def _venv_python(venv, code):
-    return subprocess.run(
-        [str(Path(venv) / "bin" / "python"), "-c", code], check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 def _requires_ansible(runtime_yml):
@@ -46,29 +66,75 @@ def _requires_ansible(runtime_yml):
     return data.get("requires_ansible")
 
 
-def _env(venv, **extra):
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(venv) / 'bin'}:{env['PATH']}"
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / ".build" / "collections")
-    env["NO_COLOR"] = "1"  # plain logs; Molecule colours even when writing to a file
-    env.update(extra)
-    return env
+def locks(directory=HERE):
+    """{version: controller} from the locks core-<version>.txt, oldest first."""
+    found = {}
+    for path in directory.glob("core-*.txt"):
+        first = path.read_text().splitlines()[0]
+        match = re.match(r"#\s*matrix-controller:\s*(host|trixie)\b", first)
+        if not match:
+            raise SystemExit(f"{path}: the first line must be `# matrix-controller: host|trixie`")
+        found[path.name[len("core-") : -len(".txt")]] = match.group(1)
+    return dict(sorted(found.items(), key=lambda item: Version(item[0])))
 
 
-def describe_venv(venv, claim):
-    """ansible-core and Python of a venv, and the collections it brings; fails where they contradict a claim."""
-    core = _venv_python(venv, "import ansible.release; print(ansible.release.__version__)")
-    python = _venv_python(venv, "import platform; print(platform.python_version())")
+def python38():
+    """A Python 3.8 interpreter on this machine (PATH, then pyenv's versions), as its own real path, or None."""
+    pyenv = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    candidates = [shutil.which("python3.8"), *sorted(glob.glob(f"{pyenv}/versions/3.8*/bin/python3.8"), reverse=True)]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run(
+            [
+                candidate,
+                "-c",
+                "import os, sys; print(sys.version_info[:2] == (3, 8), os.path.realpath(sys.executable))",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        answer = probe.stdout.split()
+        if probe.returncode == 0 and answer[:1] == ["True"]:
+            return answer[1]
+    return None
+
+
+class Core:
+    """One ansible-core release: its venv and how to run a command with it."""
+
+    def __init__(self, version, controller):
+        self.version, self.controller = version, controller
+        self.venv = ROOT / f".venv-core-{version}"
+
+    def command(self, argv):
+        if self.controller == "trixie":
+            return [str(CONTROLLER_RUN), self.version, *argv]
+        return argv
+
+    def env(self, **extra):
+        env = dict(os.environ)
+        env["PATH"] = f"{self.venv / 'bin'}:{env['PATH']}"
+        env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / ".build" / "collections")
+        env["NO_COLOR"] = "1"  # plain logs; Molecule colours even when writing to a file
+        env.update(extra)
+        return env
+
+    def output(self, argv, **extra):
+        return subprocess.run(
+            self.command(argv), env=self.env(**extra), cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
+
+
+def describe_core(core, claim):
+    """ansible-core, Python and the collections a release's venv brings; fails where they contradict a claim."""
+    script = "import ansible.release, platform; print(ansible.release.__version__, platform.python_version())"
+    version, python = core.output(["python", "-c", script]).split()
     problems = []
-    if Version(core) not in claim:
-        problems.append(f"{venv}: ansible-core {core} is outside meta/runtime.yml's requires_ansible {claim}")
-    listing = subprocess.run(
-        [str(Path(venv) / "bin" / "ansible-galaxy"), "collection", "list", "--format", "json"],
-        env=_env(venv),
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    if version != core.version:
+        problems.append(f"{core.venv}: ansible-core {version}, but its lock says {core.version}")
+    if Version(version) not in claim:
+        problems.append(f"ansible-core {version} is outside meta/runtime.yml's requires_ansible {claim}")
+    listing = core.output(["ansible-galaxy", "collection", "list", "--format", "json"])
     found = {}
     for path, collections in json.loads(listing).items():
         for fqcn, info in collections.items():
@@ -77,14 +143,23 @@ def describe_venv(venv, claim):
     collections = {}
     for fqcn in sorted(set(galaxy.get("dependencies") or {}) | set(TOOL_COLLECTIONS)):
         if fqcn not in found:
-            problems.append(f"{venv}: collection {fqcn} is not installed")
+            problems.append(f"{core.venv}: collection {fqcn} is not installed")
             continue
-        path, version = found[fqcn]
+        path, collection_version = found[fqcn]
         requires = _requires_ansible(Path(path, *fqcn.split("."), "meta", "runtime.yml"))
-        if requires and Version(core) not in SpecifierSet(requires):
-            problems.append(f"{venv}: {fqcn} {version} requires ansible {requires}, not {core}")
-        collections[fqcn] = version
-    return {"core": core, "python": python, "venv": Path(venv).name, "collections": collections}, problems
+        if requires and Version(version) not in SpecifierSet(requires):
+            problems.append(f"{core.venv}: {fqcn} {collection_version} requires ansible {requires}, not {version}")
+        collections[fqcn] = collection_version
+    where = "Debian trixie container" if core.controller == "trixie" else "this machine"
+    described = {
+        "core": version,
+        "python": python,
+        "controller": core.controller,
+        "controller_text": f"{where}, Python {_minor(python)}",
+        "venv": core.venv.name,
+        "collections": collections,
+    }
+    return described, problems
 
 
 def lab_image(suite):
@@ -115,6 +190,12 @@ def describe_image(image):
     return {"image": image, "name": name, "version": version, "codename": codename, "python": python.split()[-1]}
 
 
+def deprecations(text):
+    """The deprecation warnings in a run's output (ansible-core prints each as `[DEPRECATION WARNING]: ...`), and the
+    warnings that a collection does not support this ansible-core."""
+    return [line.strip() for line in text.splitlines() if DEPRECATION.search(line)]
+
+
 class Job:
     def __init__(self, core, check, suites, command, env, log, after=None):
         self.core, self.check, self.suites = core, check, suites
@@ -131,13 +212,17 @@ class Job:
         with open(self.log, "w") as log:
             rc = subprocess.run(self.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT).returncode
         detail, problem = {}, None
+        text = Path(self.log).read_text(errors="replace")
+        warned = deprecations(text)
         if rc != 0:
             problem = f"exit status {rc}"
+        elif warned:
+            problem = f"{len(warned)} deprecation warning(s), the first: {warned[0]}"
         elif self.after:
             detail, problem = self.after()
         seconds = round(time.monotonic() - start)
         if problem:
-            tail = Path(self.log).read_text(errors="replace").splitlines()[-120:]
+            tail = text.splitlines()[-120:]
             print(f"FAIL  {self.title} ({seconds} s): {problem}; last lines of {self.log}:", flush=True)
             print("\n".join(tail), flush=True)
         else:
@@ -168,12 +253,29 @@ def _junit_counts(path):
     return check
 
 
-def _molecule_used(log, core):
+def _sanity_ran(log, pythons):
+    def check():
+        text = Path(log).read_text(errors="replace")
+        missing = [
+            python for python in pythons if not re.search(rf"^Running sanity test .* on Python {python}\b", text, re.M)
+        ]
+        if missing:
+            return {}, f"ansible-test ran no sanity test on Python {', '.join(missing)}"
+        return {"pythons": pythons}, None
+
+    return check
+
+
+def _molecule_used(log, core, scenario):
     def check():
         text = Path(log).read_text(errors="replace")
         # Recorded before the run: the ansible-core Molecule found (its first line of `molecule --version`).
         if not re.search(rf"^\s*ansible:{re.escape(core)}$", text, re.M):
             return {}, f"Molecule did not use ansible-core {core} (see `molecule --version` at the top of the log)"
+        # And the collection it ran was the installed tarball, alone (`ansible-galaxy collection list` before it).
+        listed = re.findall(r"^# (/\S+)\nCollection .*\n-+ .*\ngpucluster\.fabric ", text, re.M)
+        if len(listed) != 1 or "/installed" not in listed[0]:
+            return {}, f"scenario {scenario} did not see gpucluster.fabric only in the installed tarball: {listed}"
         return {}, None
 
     return check
@@ -184,83 +286,173 @@ def _smoke_targets(out, core, suites):
         targets = [json.loads(path.read_text()) for path in sorted(Path(out, "targets").glob("*.json"))]
         seen = sorted(target["suite"] for target in targets)
         if seen != sorted(suites) or any(target["ansible_core"] != core for target in targets):
-            return {"targets": targets}, f"the smoke playbook did not report every suite on ansible-core {core}"
+            return {
+                "targets": targets
+            }, f"the smoke playbook did not report every target {suites} on ansible-core {core}"
         return {"targets": targets}, None
 
     return check
 
 
-def jobs_for(venv, core, suites, images, tarball, out):
-    core_out = Path(out) / f"core-{core}"
+def jobs_for(core, role, suites, images, tarball, out, py38):
+    """The runs of one release; role is oldest, newest or between."""
+    version = core.version
+    core_out = Path(out) / f"core-{version}"
     core_out.mkdir(parents=True, exist_ok=True)
-    bin_dir = Path(venv) / "bin"
     jobs = []
-    for suite in suites:
-        log = core_out / f"molecule-{SCENARIO}-{suite}.log"
-        command = [
-            "/bin/bash",
+
+    junit = core_out / "unit.xml"
+    unit = ["pytest", "tests/unit", "tests/repo", "-p", "no:cacheprovider", f"--junitxml={junit}"]
+    jobs.append(
+        Job(version, "unit tests", [], core.command(unit), core.env(), core_out / "unit.log", _junit_counts(junit))
+    )
+
+    sanity_root = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpucluster-fabric-sanity-{_checkout_id()}-core{version}"
+    if core.controller == "trixie":
+        pythons = [_minor(core.python)]
+        argv = [str(SANITY), str(tarball), str(sanity_root), "sanity", "--python", pythons[0]]
+    elif py38:
+        # The target-side tests on Python 3.8 (modules and module_utils must still run there); the controller-side
+        # ones run on the main venv's Python in `make sanity`.
+        pythons = ["3.8"]
+        argv = [
+            "/bin/sh",
             "-c",
-            f'"{bin_dir}/molecule" --version && exec "{bin_dir}/molecule" test -s {SCENARIO}',
+            f'PATH="{Path(py38).parent}:$PATH" exec "$0" "$@"',
+            str(SANITY),
+            str(tarball),
+            str(sanity_root),
+            "sanity",
+            "--python",
+            "3.8",
+            "--test",
+            "compile",
+            "--test",
+            "import",
         ]
-        env = _env(
-            venv,
-            MOLECULE_SUITE=f"{suite}-core{core}",
-            MOLECULE_IMAGE=images[suite],
-            MOLECULE_EPHEMERAL_DIRECTORY=str(
-                ROOT / ".cache" / "molecule-matrix" / f"core-{core}" / f"{SCENARIO}-{suite}"
-            ),
+    else:
+        pythons = []
+    if pythons:
+        log = core_out / "sanity.log"
+        jobs.append(
+            Job(version, "ansible-test sanity", [], core.command(argv), core.env(), log, _sanity_ran(log, pythons))
         )
-        jobs.append(Job(core, f"molecule {SCENARIO}", [suite], command, env, log, _molecule_used(log, core)))
+
     smoke_out = core_out / "tarball-smoke"
+    smoke_suites = list(suites)
+    smoke_env = {}
+    if role == "oldest" and py38:
+        smoke_suites.append("bookworm-python3.8")
+        smoke_env["SMOKE_PYTHON38"] = py38
+    argv = [
+        str(ROOT / "tests" / "lab" / "tarball-smoke" / "run.sh"),
+        str(core.venv),
+        str(tarball),
+        str(smoke_out),
+        *suites,
+    ]
     jobs.append(
         Job(
-            core,
+            version,
             "tarball smoke",
-            list(suites),
-            [
-                str(ROOT / "tests" / "lab" / "tarball-smoke" / "run.sh"),
-                str(venv),
-                str(tarball),
-                str(smoke_out),
-                *suites,
-            ],
-            _env(venv),
+            smoke_suites,
+            core.command(argv),
+            core.env(**smoke_env),
             core_out / "tarball-smoke.log",
-            _smoke_targets(smoke_out, core, suites),
+            _smoke_targets(smoke_out, version, smoke_suites),
         )
     )
-    junit = core_out / "unit.xml"
-    unit = [str(bin_dir / "pytest"), "tests/unit", "tests/repo", "-p", "no:cacheprovider", f"--junitxml={junit}"]
-    jobs.append(Job(core, "unit tests", [], unit, _env(venv), core_out / "unit.log", _junit_counts(junit)))
+
+    if core.controller == "trixie" and role != "oldest":
+        kind = "full" if role == "newest" else "converge"
+        suite = SITE_SUITES[kind]
+        installed = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpucluster-fabric-site-{_checkout_id()}-core{version}"
+        base = f'-c "{ROOT / ".config" / "molecule" / "config.yml"}"'
+        if kind == "full":
+            steps = f"exec molecule {base} test -s {SITE_SCENARIO}"
+        else:
+            # The scenario's own test sequence is the full one; these steps are run one by one instead.
+            steps = (
+                f"trap 'molecule {base} destroy -s {SITE_SCENARIO}' EXIT; molecule {base} destroy -s {SITE_SCENARIO}"
+                + "".join(
+                    f" && molecule {base} {step} -s {SITE_SCENARIO}" for step in ("create", "converge", "idempotence")
+                )
+            )
+        log = core_out / f"molecule-{SITE_SCENARIO}-{suite}.log"
+        script = (
+            f'rm -rf "{installed}"'
+            f' && ansible-galaxy collection install --no-deps -p "{installed}/installed" "{tarball}"'
+            f" && molecule --version && ansible-galaxy collection list gpucluster.fabric && {steps}"
+        )
+        env = core.env(
+            ANSIBLE_COLLECTIONS_PATH=f"{installed}/installed",
+            MOLECULE_SUITE=suite,
+            MOLECULE_IMAGE=images[suite],
+            MOLECULE_EPHEMERAL_DIRECTORY=str(ROOT / ".cache" / "molecule-matrix" / f"core-{version}" / f"site-{suite}"),
+            ANSIBLE_DEPRECATION_WARNINGS="true",
+        )
+        check = "scenario site" if kind == "full" else "scenario site: converge, idempotence"
+        jobs.append(
+            Job(
+                version,
+                check,
+                [suite],
+                core.command(["/bin/bash", "-c", script]),
+                env,
+                log,
+                _molecule_used(log, version, SITE_SCENARIO),
+            )
+        )
     return jobs
+
+
+def _checkout_id():
+    """One per checkout, so that two checkouts' runs on one machine never share a directory."""
+    return hashlib.md5(str(ROOT).encode()).hexdigest()[:8]
 
 
 def run(args):
     claim = SpecifierSet(_requires_ansible(ROOT / "meta" / "runtime.yml"))
-    cores, problems = [], []
-    for venv in args.venv:
-        described, venv_problems = describe_venv(venv, claim)
-        cores.append(described)
-        problems += venv_problems
-    tested = {Version(core["core"]) for core in cores}
+    releases = locks()
+    cores, described, problems = [], [], []
+    for version, controller in releases.items():
+        core = Core(version, controller)
+        info, core_problems = describe_core(core, claim)
+        core.python = info["python"]
+        cores.append(core)
+        described.append(info)
+        problems += core_problems
+    tested = {Version(core.version) for core in cores}
     for spec in claim:
         if spec.operator == ">=" and Version(spec.version) not in tested:
-            problems.append(f"meta/runtime.yml claims {spec}, but no venv given has ansible-core {spec.version}")
+            problems.append(f"meta/runtime.yml claims {spec}, but no lock tests ansible-core {spec.version}")
     if problems:
         raise SystemExit("matrix: " + "\n  ".join(["cannot run:", *problems]))
-    images = {suite: lab_image(suite) for suite in args.suites}
+    suites = sorted(set(args.suites) | set(SITE_SUITES.values()))
+    images = {suite: lab_image(suite) for suite in suites}
     targets = {suite: describe_image(image) for suite, image in images.items()}
+    py38 = python38()
+    if py38:
+        targets["bookworm-python3.8"] = dict(targets["bookworm"], python=_python_version(py38), interpreter=py38)
     jobs = []
-    for venv, core in zip(args.venv, cores):
-        jobs += jobs_for(venv, core["core"], args.suites, images, args.tarball, args.out)
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        runs = list(pool.map(Job.run, jobs))
+    for index, core in enumerate(cores):
+        role = "oldest" if index == 0 else "newest" if index == len(cores) - 1 else "between"
+        jobs += jobs_for(core, role, args.suites, images, args.tarball, args.out, py38)
+    if args.only:
+        jobs = [job for job in jobs if re.search(args.only, job.title)]
+    # The longest runs first, so that they start while the pool is empty.
+    jobs.sort(key=lambda job: not job.check.startswith("scenario site"))
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            runs = list(pool.map(Job.run, jobs))
+    finally:
+        # The host's podman service the trixie controller talks to (controller/run.sh starts it when first needed).
+        subprocess.run([str(PODMAN_SERVICE), "stop"], check=False)
     os_release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
     results = {
         "controller": {"os": os_release.get("PRETTY_NAME", "").strip('"'), "python": platform.python_version()},
         "requires_ansible": str(_requires_ansible(ROOT / "meta" / "runtime.yml")),
-        "scenario": SCENARIO,
-        "cores": cores,
+        "cores": described,
         "targets": targets,
         "runs": runs,
     }
@@ -268,6 +460,12 @@ def run(args):
     failed = [job["core"] + ": " + job["check"] for job in runs if job["result"] != "passed"]
     print(f"matrix: {len(runs) - len(failed)} of {len(runs)} runs passed; results in {args.out}/results.json")
     return 1 if failed else 0
+
+
+def _python_version(python):
+    return subprocess.run(
+        [python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _minor(version):
@@ -283,18 +481,22 @@ def render(results):
         return f"{t['name']} {t['version']} ({t['codename']}), Python {_minor(t['python'])}"
 
     def newest_first(suites):
-        return sorted(suites, key=lambda suite: Version(targets[suite]["version"]), reverse=True)
+        return sorted(
+            suites,
+            key=lambda suite: (Version(targets[suite]["version"]), Version(targets[suite]["python"])),
+            reverse=True,
+        )
 
     lines = [
         BEGIN,
-        f"`make matrix` (part of `make test`) ran these on a {results['controller']['os']} controller; "
-        f'`meta/runtime.yml` claims `requires_ansible: "{results["requires_ansible"]}"`.',
+        f"`make matrix` (part of `make test`) ran these on a {results['controller']['os']} machine; "
+        f'`meta/runtime.yml` claims `requires_ansible: "{results["requires_ansible"]}"`. '
+        "Every run fails on a deprecation warning.",
         "",
-        "| ansible-core | controller Python | unit tests (`tests/unit`, `tests/repo`) "
-        f"| Molecule `{results['scenario']}` (converge, idempotence, verify) "
-        "| built tarball installed into a clean path: FQCN roles, `gpucluster.fabric.rdma`, "
-        "validation report in `./fabric-reports/` |",
-        "|---|---|---|---|---|",
+        "| ansible-core | controller | unit tests | `ansible-test sanity` on the tarball "
+        "| the tarball installed by that release, a user's playbook from it (targets) "
+        "| scenario `site` (site.yml from the installed tarball) |",
+        "|---|---|---|---|---|---|",
     ]
     for core in sorted(results["cores"], key=lambda c: Version(c["core"])):
         runs = [run for run in results["runs"] if run["core"] == core["core"] and run["result"] == "passed"]
@@ -302,18 +504,27 @@ def render(results):
         unit_text = "passed" if unit else "not run"
         if unit and unit[0]["detail"].get("skipped"):
             unit_text += f" ({unit[0]['detail']['skipped']} skipped)"
-        molecule = newest_first(
-            suite for run in runs if run["check"].startswith("molecule ") for suite in run["suites"]
-        )
+        sanity = [run for run in runs if run["check"] == "ansible-test sanity"]
+        sanity_text = "Python " + ", ".join(sanity[0]["detail"].get("pythons", [])) if sanity else "not run"
         smoke = newest_first(suite for run in runs if run["check"] == "tarball smoke" for suite in run["suites"])
+        site = [run for run in runs if run["check"].startswith("scenario site")]
+        site_text = "not run"
+        if site:
+            what = (
+                "every step, the fault tests included"
+                if site[0]["check"] == "scenario site"
+                else "converge, idempotence"
+            )
+            site_text = f"{what}: {target(site[0]['suites'][0])}"
         lines.append(
-            f"| {core['core']} | {_minor(core['python'])} | {unit_text} "
-            f"| {'<br>'.join(map(target, molecule)) or 'not run'} | {'<br>'.join(map(target, smoke)) or 'not run'} |"
+            f"| {core['core']} | {core.get('controller_text', 'Python ' + _minor(core['python']))} | {unit_text} "
+            f"| {sanity_text} | {'<br>'.join(map(target, smoke)) or 'not run'} | {site_text} |"
         )
-    collections = sorted(
-        {f"{name} {version}" for core in results["cores"] for name, version in core["collections"].items()}
-    )
-    lines += ["", f"With the collections: {', '.join(collections)}.", END]
+    lines.append("")
+    for core in sorted(results["cores"], key=lambda c: Version(c["core"])):
+        collections = ", ".join(f"{name} {version}" for name, version in sorted(core["collections"].items()))
+        lines.append(f"- {core['core']} with {collections}.")
+    lines.append(END)
     return "\n".join(lines) + "\n"
 
 
@@ -349,8 +560,8 @@ def main(argv=None):
     run_parser.add_argument("--out", required=True)
     run_parser.add_argument("--tarball", required=True)
     run_parser.add_argument("--suites", nargs="+", required=True)
-    run_parser.add_argument("--venv", action="append", required=True)
     run_parser.add_argument("--jobs", type=int, default=4)
+    run_parser.add_argument("--only", help="run only the jobs whose title matches this regular expression")
     readme_parser = sub.add_parser("readme")
     mode = readme_parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true")

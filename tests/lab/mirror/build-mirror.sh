@@ -27,19 +27,20 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache_root=${LAB_MIRROR_CACHE:-/var/tmp/gpucluster-lab-mirror}
 variants=(signed unsigned wrongkey)
 
-for tool in dpkg-deb apt-ftparchive gpg; do
-  command -v "$tool" >/dev/null || {
-    echo "build-mirror.sh: $tool not found (Debian packages: dpkg, apt-utils, gnupg)" >&2
-    exit 1
-  }
-done
-
 recipe_hash=$( (cat "$here/build-mirror.sh" "$here/wheels.txt" "$here/distros.txt" && echo "$url") | sha256sum | cut -c1-12)
 out="$cache_root/$recipe_hash"
 if [[ -f "$out/mirror.json" ]]; then
   echo "$out"
   exit 0
 fi
+
+# Only a build needs them (a cached mirror is served by any machine with python3: the matrix's trixie controller).
+for tool in dpkg-deb apt-ftparchive gpg; do
+  command -v "$tool" >/dev/null || {
+    echo "build-mirror.sh: $tool not found (Debian packages: dpkg, apt-utils, gnupg)" >&2
+    exit 1
+  }
+done
 
 # pip: the project's venv when there is one, else python3's.
 pip_python=${LAB_MIRROR_PYTHON:-}

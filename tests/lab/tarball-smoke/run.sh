@@ -7,6 +7,10 @@
 #
 #   run.sh <venv> <tarball> <out dir> <suite>...
 #
+# With SMOKE_PYTHON38=<a python3.8 built for Debian 12>, one more bookworm container is managed through that
+# interpreter (mounted read-only at the same path): the Python 3.8 target of Ubuntu 20.04, which only ansible-core 2.19
+# manages; its target reports suite "bookworm-python3.8".
+#
 # Writes <out dir>/targets/<container>.json (the facts of each target it ran on) and <out dir>/smoke.log.
 set -euo pipefail
 
@@ -49,16 +53,26 @@ PY
 cp "$here/smoke.yml" "$work/play/smoke.yml"
 inventory=$work/play/inventory.yml
 printf 'all:\n  children:\n    gpu_nodes:\n      hosts:\n' >"$inventory"
-for suite in "$@"; do
+targets=("$@")
+[[ -n "${SMOKE_PYTHON38:-}" ]] && targets+=(bookworm-python3.8)
+for target in "${targets[@]}"; do
+  suite=${target%%-python3.8}
+  extra=() python_var=
+  if [[ "$target" == *-python3.8 ]]; then
+    prefix=$(dirname "$(dirname "$SMOKE_PYTHON38")")
+    extra=(-v "$prefix:$prefix:ro")
+    python_var="          ansible_python_interpreter: $SMOKE_PYTHON38"
+  fi
   image=$(LAB_IMAGE_REPO=${LAB_IMAGE_REPO:-localhost/gpucluster-lab} "$root/tests/lab/images/build-image.sh" "$suite" |
     sed -n 's/^lab image \([^ ]*\) \(is current\|built\).*/\1/p')
   [[ -n "$image" ]] || { echo "run.sh: no lab image for $suite" >&2; exit 1; }
-  name=tarball-smoke-$suite-core$core
+  name=tarball-smoke-$target-core$core
   podman rm -f "$name" >/dev/null 2>&1 || true
   containers+=("$name")
-  podman run -d --name "$name" --hostname "$name" --privileged --systemd always \
+  podman run -d --name "$name" --hostname "$name" --privileged --systemd always "${extra[@]}" \
     --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" "$image" /sbin/init >/dev/null
-  printf '        %s:\n          smoke_suite: %s\n' "$name" "$suite" >>"$inventory"
+  printf '        %s:\n          smoke_suite: %s\n' "$name" "$target" >>"$inventory"
+  [[ -z "$python_var" ]] || printf '%s\n' "$python_var" >>"$inventory"
 done
 cat >>"$inventory" <<EOF
       vars:
@@ -89,4 +103,4 @@ fi
 grep -q "gpucluster.fabric" "$work/negative.log" || { cat "$work/negative.log" >&2; exit 1; }
 
 "$venv/bin/ansible-playbook" -i inventory.yml smoke.yml
-echo "tarball smoke: ansible-core $core, $(ls "$out/targets" | wc -l) target(s): $*"
+echo "tarball smoke: ansible-core $core, $(ls "$out/targets" | wc -l) target(s): ${targets[*]}"
