@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""The boot-time entry point of role roce_qos: ``python3 roce_qos_boot.py <config.json> [wait seconds]``.
+"""The boot-time entry point of role roce_qos: ``/usr/bin/python3 roce_qos_boot.py <config.json> [wait seconds]``.
 
 The systemd unit (and the udev rule, through it) runs this file; it applies the settings the role wrote with
 roce_qos_apply.py, installed next to it: the very code module roce_qos runs. Outside Ansible there is no
