@@ -253,7 +253,7 @@ def _junit_counts(path):
     return check
 
 
-def _sanity_ran(log, pythons):
+def _sanity_ran(log, pythons, tests=None):
     def check():
         text = Path(log).read_text(errors="replace")
         missing = [
@@ -261,7 +261,7 @@ def _sanity_ran(log, pythons):
         ]
         if missing:
             return {}, f"ansible-test ran no sanity test on Python {', '.join(missing)}"
-        return {"pythons": pythons}, None
+        return ({"pythons": pythons, "tests": tests} if tests else {"pythons": pythons}), None
 
     return check
 
@@ -309,12 +309,12 @@ def jobs_for(core, role, suites, images, tarball, out, py38):
 
     sanity_root = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpucluster-fabric-sanity-{_checkout_id()}-core{version}"
     if core.controller == "trixie":
-        pythons = [_minor(core.python)]
+        pythons, tests = [_minor(core.python)], None
         argv = [str(SANITY), str(tarball), str(sanity_root), "sanity", "--python", pythons[0]]
     elif py38:
         # The target-side tests on Python 3.8 (modules and module_utils must still run there); the controller-side
         # ones run on the main venv's Python in `make sanity`.
-        pythons = ["3.8"]
+        pythons, tests = ["3.8"], ["compile", "import"]
         argv = [
             "/bin/sh",
             "-c",
@@ -331,11 +331,19 @@ def jobs_for(core, role, suites, images, tarball, out, py38):
             "import",
         ]
     else:
-        pythons = []
+        pythons, tests = [], None
     if pythons:
         log = core_out / "sanity.log"
         jobs.append(
-            Job(version, "ansible-test sanity", [], core.command(argv), core.env(), log, _sanity_ran(log, pythons))
+            Job(
+                version,
+                "ansible-test sanity",
+                [],
+                core.command(argv),
+                core.env(),
+                log,
+                _sanity_ran(log, pythons, tests),
+            )
         )
 
     smoke_out = core_out / "tarball-smoke"
@@ -505,7 +513,11 @@ def render(results):
         if unit and unit[0]["detail"].get("skipped"):
             unit_text += f" ({unit[0]['detail']['skipped']} skipped)"
         sanity = [run for run in runs if run["check"] == "ansible-test sanity"]
-        sanity_text = "Python " + ", ".join(sanity[0]["detail"].get("pythons", [])) if sanity else "not run"
+        sanity_text = "not run"
+        if sanity:
+            sanity_text = "Python " + ", ".join(sanity[0]["detail"].get("pythons", []))
+            if sanity[0]["detail"].get("tests"):
+                sanity_text += f" ({', '.join(sanity[0]['detail']['tests'])})"
         smoke = newest_first(suite for run in runs if run["check"] == "tarball smoke" for suite in run["suites"])
         site = [run for run in runs if run["check"].startswith("scenario site")]
         site_text = "not run"
