@@ -173,3 +173,31 @@ def test_every_release_has_its_sanity_ignores():
     oldest = ignores[min(ignores, key=lambda minor: tuple(map(int, minor.split("."))))]
     for minor, lines in ignores.items():
         assert oldest <= lines, f"ignore-{minor}.txt lacks {sorted(oldest - lines)}"
+
+
+def test_a_machine_without_python38_checks_everything_but_the_python38_claims(tmp_path):
+    with_py38 = copy.deepcopy(RESULTS)
+    with_py38["runs"] = [run for run in with_py38["runs"] if run["result"] == "passed"]
+    with_py38["python38"] = "/opt/python3.8/bin/python3.8"
+    results = tmp_path / "results.json"
+    results.write_text(matrix.json.dumps(with_py38))
+    readme = _readme(tmp_path, f"{matrix.BEGIN}\n{matrix.END}\n")
+    assert matrix.main(["readme", "--write", str(results), str(readme)]) == 0
+    # The same runs on a machine without Python 3.8: neither the 3.8 target nor the 3.8 sanity tests ran.
+    without = copy.deepcopy(with_py38)
+    without["python38"] = None
+    without["targets"].pop("bookworm-python3.8")
+    for run in without["runs"]:
+        run["suites"] = [suite for suite in run["suites"] if suite != "bookworm-python3.8"]
+    without["runs"] = [run for run in without["runs"] if not (run["core"] == "2.19.0" and "sanity" in run["check"])]
+    results.write_text(matrix.json.dumps(without))
+    assert matrix.without_python38(matrix.render(with_py38)) == matrix.render(without)
+    assert matrix.main(["readme", "--check", str(results), str(readme)]) == 0
+    # Any other difference still fails there.
+    readme.write_text(readme.read_text().replace("| 2.19.0 |", "| 2.18.0 |"))
+    assert matrix.main(["readme", "--check", str(results), str(readme)]) == 1
+    # And a machine with Python 3.8 must have run those claims.
+    readme.write_text(readme.read_text().replace("| 2.18.0 |", "| 2.19.0 |"))
+    without["python38"] = "/opt/python3.8/bin/python3.8"
+    results.write_text(matrix.json.dumps(without))
+    assert matrix.main(["readme", "--check", str(results), str(readme)]) == 1

@@ -462,6 +462,7 @@ def run(args):
         "requires_ansible": str(_requires_ansible(ROOT / "meta" / "runtime.yml")),
         "cores": described,
         "targets": targets,
+        "python38": py38,
         "runs": runs,
     }
     Path(args.out, "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -540,6 +541,21 @@ def render(results):
     return "\n".join(lines) + "\n"
 
 
+# What the README claims only where the machine has a Python 3.8: the bookworm target managed through it (tarball
+# smoke) and the 2.19 sanity tests on it.
+PYTHON38_CLAIMS = (
+    (re.compile(r"<br>[^|<]*, Python 3\.8(?= *\||<br>)"), ""),
+    (re.compile(r"Python 3\.8 \(compile, import\)"), "not run"),
+)
+
+
+def without_python38(section):
+    """The support matrix as a machine without Python 3.8 renders it."""
+    for pattern, replacement in PYTHON38_CLAIMS:
+        section = pattern.sub(replacement, section)
+    return section
+
+
 def readme(args):
     results = json.loads(Path(args.results).read_text())
     failed = [run for run in results["runs"] if run["result"] != "passed"]
@@ -555,6 +571,19 @@ def readme(args):
         print(f"{args.readme}: support matrix written from {args.results}")
         return 0
     current = pattern.search(text).group(0)
+    if (
+        current != section
+        and "python38" in results
+        and not results["python38"]
+        and without_python38(current) == section
+    ):
+        # A machine without Python 3.8 (a user's fresh Debian 12) cannot run the README's Python 3.8 claims; all else
+        # must still be what ran.
+        print(
+            f"{args.readme}: the support matrix is what `make matrix` just ran, but for its Python 3.8 claims, NOT "
+            "checked here: this machine has no Python 3.8 (tests/lab/matrix/matrix.py, python38())"
+        )
+        return 0
     if current != section:
         print(
             f"{args.readme}'s support matrix is not what `make matrix` just ran. It ran:\n\n{section}", file=sys.stderr
