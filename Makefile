@@ -1,6 +1,6 @@
 # gpucluster.fabric developer and CI entry point.
 #   make test   — what CI runs: host packages, venv, lab images, lint, unit, sanity, scenario site with the fault
-#                 tests, every role's scenario, the version matrix, the qemu lab (docs/ci.md)
+#                 tests, the role scenarios, the version matrix, the qemu lab (docs/ci.md)
 #   make lab    — the main job: bring up the local lab and run the site playbook against it
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -178,8 +178,7 @@ TARBALL := $(ROOT)/.build/gpucluster-fabric-$(VERSION).tar.gz
 # Outside the git checkout: ansible-test inside a git work tree only sees files git tracks there.
 SANITY_ROOT := $(or $(TMPDIR),/tmp)/gpucluster-fabric-sanity-$(shell echo $(ROOT) | md5sum | cut -c1-8)
 
-# ansible-test sanity and units on what we ship: the built tarball, installed into a clean path
-# (tests/lab/ansible-test/sanity.sh).
+# ansible-test on what we ship: the built tarball, installed into a clean path (tests/lab/ansible-test/sanity.sh).
 .PHONY: sanity
 sanity: build  ## ansible-test sanity on the built collection installed into a clean path
 	tests/lab/ansible-test/sanity.sh $(TARBALL) $(SANITY_ROOT) sanity --python 3.11
