@@ -92,9 +92,11 @@ unit: venv  ## pytest unit tests for plugins and module_utils
 # does not keep two cores busy, gets the CPU it waits for and the rest fills the gaps.
 MOLECULE_JOBS ?= 4
 MOLECULE_NICE ?= 10
-# Base configs (molecule -c, in order; empty: Molecule's default, .config/molecule/config.yml). make test adds
-# .config/molecule/ci.yml: the default test sequence without `check` (see that file).
-MOLECULE_BASE_CONFIGS ?=
+# Base configs (molecule -c, in order; empty: Molecule's default, .config/molecule/config.yml). By default the role
+# scenarios run over SSH (.config/molecule/ssh.yml: Molecule's default driver, containers made by
+# molecule/_shared/ssh/create.yml); `make molecule-all` runs them with the podman driver, as users' CI does. make test
+# adds .config/molecule/ci.yml: the default test sequence without `check` and `idempotence` (see that file).
+MOLECULE_BASE_CONFIGS ?= .config/molecule/config.yml .config/molecule/ssh.yml
 MOLECULE_LOGS := $(ROOT)/.build/molecule-logs
 MOLECULE_RUNS := $(foreach suite,$(SITE_SUITES),$(if $(filter site,$(SCENARIOS)),molecule-run/site/$(suite))) \
   $(foreach scenario,$(filter-out site,$(SCENARIOS)),$(foreach suite,$(ROLE_SUITES),molecule-run/$(scenario)/$(suite)))
@@ -112,7 +114,7 @@ molecule: venv images mirror  ## container scenarios (SCENARIOS=, ROLE_SUITES=, 
 .PHONY: molecule-all
 molecule-all:  ## every container scenario on every lab suite (longer than CI allows)
 	$(MAKE) --no-print-directory molecule SCENARIOS="$(CONTAINER_SCENARIOS)" ROLE_SUITES="$(LAB_SUITES)" \
-	  SITE_SUITES="$(LAB_SUITES)"
+	  SITE_SUITES="$(LAB_SUITES)" MOLECULE_BASE_CONFIGS=
 
 .PHONY: site-tests
 site-tests: venv images mirror  ## scenario site (site.yml end to end, and the fault tests) on SITE_SUITES
@@ -236,7 +238,7 @@ CI_SCENARIOS := $(filter-out $(CI_SKIPPED_SCENARIOS),$(CONTAINER_SCENARIOS))
 .PHONY: scenarios
 scenarios: venv images mirror build controller-image $(MATRIX_HOST_STAMPS)
 	$(MAKE) --no-print-directory -k -j2 molecule matrix SCENARIOS="$(CI_SCENARIOS)" MOLECULE_JOBS=2 MATRIX_JOBS=3 \
-	  MOLECULE_BASE_CONFIGS=".config/molecule/config.yml .config/molecule/ci.yml"
+	  MOLECULE_BASE_CONFIGS=".config/molecule/config.yml .config/molecule/ci.yml .config/molecule/ssh.yml"
 
 # make test runs its phases one after the other and prints how long each took (also on failure). The unit tests run in
 # `make scenarios`, on every release of the version matrix (`make unit` runs them on the main venv).

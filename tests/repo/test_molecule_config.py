@@ -21,13 +21,13 @@ SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.y
 pytestmark = pytest.mark.skipif(not MOLECULE.is_file(), reason="no molecule next to this Python")
 
 
-def _molecule(cwd, driver, *args):
+def _molecule(cwd, driver, *args, configs=("config.yml",)):
     env = dict(os.environ, GPUCLUSTER_MOLECULE_DRIVER=driver, ANSIBLE_NOCOLOR="1", NO_COLOR="1")
     env["PATH"] = f"{MOLECULE.parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("MOLECULE_EPHEMERAL_DIRECTORY", None)
-    base = Path(cwd) / ".config" / "molecule" / "config.yml"
+    bases = [arg for config in configs for arg in ("-c", str(Path(cwd) / ".config" / "molecule" / config))]
     return subprocess.run(
-        [str(MOLECULE), "-c", str(base), *args],
+        [str(MOLECULE), *bases, *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -37,9 +37,18 @@ def _molecule(cwd, driver, *args):
     )
 
 
-@pytest.mark.parametrize("driver", ["podman", "docker"])
-def test_every_scenario_validates_with_the_driver(driver):
-    run = _molecule(ROOT, driver, "list", "--format", "plain")
+@pytest.mark.parametrize(
+    ("driver", "configs"),
+    [
+        ("podman", ("config.yml",)),
+        ("docker", ("config.yml",)),
+        # the lab's role scenarios over SSH (make test, make molecule): Molecule's default driver, managed
+        ("podman", ("config.yml", "ssh.yml")),
+    ],
+    ids=["podman", "docker", "lab-ssh"],
+)
+def test_every_scenario_validates_with_the_driver(driver, configs):
+    run = _molecule(ROOT, driver, "list", "--format", "plain", configs=configs)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
     assert "Failed to validate" not in out
@@ -47,6 +56,13 @@ def test_every_scenario_validates_with_the_driver(driver):
     assert "glob failed" not in out
     for scenario in SCENARIOS:
         assert any(scenario in line.split() for line in run.stdout.splitlines()), (scenario, run.stdout)
+    # Each instance line: name, driver, provisioner, scenario, created, converged. The scenarios with a lab of their
+    # own keep Molecule's default driver; every other one gets the driver this case asks for.
+    rows = (line.split() for line in run.stdout.splitlines())
+    drivers = {fields[3]: fields[1] for fields in rows if len(fields) == 6}
+    wanted = "default" if "ssh.yml" in configs else driver
+    for scenario in SCENARIOS:
+        assert drivers.get(scenario) == ("default" if scenario in {"site", "kernel_softroce"} else wanted), drivers
 
 
 def test_a_podman_only_key_fails_with_docker(tmp_path):
