@@ -56,14 +56,14 @@ RESULTS = {
         "bookworm-python3.8": dict(BOOKWORM, python="3.8.18", interpreter="/opt/python3.8"),
     },
     "runs": [
-        _run("2.19.0", "unit tests", [], passed=406, skipped=0),
+        _run("2.19.0", "unit tests", [], passed=380, skipped=0, playbook_tests=False),
         _run("2.19.0", "ansible-test sanity", [], pythons=["3.8"], tests=["compile", "import"]),
         _run("2.19.0", "tarball smoke", ["bookworm", "bullseye", "bookworm-python3.8"]),
-        _run("2.20.10", "unit tests", [], passed=400, skipped=6),
+        _run("2.20.10", "unit tests", [], passed=374, skipped=6, playbook_tests=False),
         _run("2.20.10", "ansible-test sanity", [], result="failed"),
         _run("2.20.10", "tarball smoke", ["bookworm", "bullseye"]),
         _run("2.20.10", "scenario site: converge, idempotence", ["bookworm"]),
-        _run("2.21.5", "unit tests", [], passed=406, skipped=0),
+        _run("2.21.5", "unit tests", [], passed=406, skipped=0, playbook_tests=True),
         _run("2.21.5", "ansible-test sanity", [], pythons=["3.13"]),
         _run("2.21.5", "tarball smoke", ["bookworm", "bullseye"], result="failed"),
         _run("2.21.5", "scenario site", ["bullseye"]),
@@ -82,19 +82,47 @@ def test_rows_oldest_first_and_only_passed_runs_claimed():
     assert list(rows) == ["2.19.0", "2.20.10", "2.21.5"]
     controller, unit, sanity, smoke, site = (cell.strip() for cell in rows["2.19.0"])
     assert controller == "this machine, Python 3.11"
-    assert (unit, sanity, site) == ("passed", "Python 3.8 (compile, import)", "not run")
+    assert (unit, sanity, site) == ("passed (not the `playbook` ones)", "Python 3.8 (compile, import)", "not run")
     assert smoke == (
         "Debian GNU/Linux 12 (bookworm), Python 3.11<br>Debian GNU/Linux 12 (bookworm), Python 3.8"
         "<br>Debian GNU/Linux 11 (bullseye), Python 3.9"
     )
     controller, unit, sanity, smoke, site = (cell.strip() for cell in rows["2.20.10"])
     assert controller == "Debian trixie container, Python 3.13"
-    assert unit == "passed (6 skipped)"
+    assert unit == "passed (not the `playbook` ones, 6 skipped)"
     assert sanity == "not run"  # that run failed
     assert site == "converge, idempotence: Debian GNU/Linux 12 (bookworm), Python 3.11"
     controller, unit, sanity, smoke, site = (cell.strip() for cell in rows["2.21.5"])
+    assert unit == "passed"
     assert smoke == "not run"  # that run failed
     assert site == "every step, the fault tests included: Debian GNU/Linux 11 (bullseye), Python 3.9"
+
+
+def _junit(tmp_path, cases):
+    body = "".join(
+        f'<testcase classname="{name}" name="t{n}">{"<failure/>" if failed else ""}</testcase>'
+        for n, (name, failed) in enumerate(cases)
+    )
+    failures = sum(failed for _, failed in cases)
+    path = tmp_path / "unit.xml"
+    path.write_text(
+        f'<testsuites><testsuite tests="{len(cases)}" failures="{failures}" errors="0" skipped="0">{body}'
+        "</testsuite></testsuites>"
+    )
+    return path
+
+
+def test_the_playbook_tests_ran_on_the_newest_release_only(tmp_path):
+    action = "tests.unit.plugins.action.test_preflight_playbook"
+    other = "tests.unit.plugins.module_utils.test_fabric_mtu"
+    both = _junit(tmp_path, [(action, False), (other, False)])
+    assert matrix._junit_counts(both, True)()[1] is None
+    assert "ran where they were deselected" in matrix._junit_counts(both, False)()[1]
+    without = _junit(tmp_path, [(other, False)])
+    assert matrix._junit_counts(without, False)()[1] is None
+    assert "no test of tests/unit/plugins/action ran" in matrix._junit_counts(without, True)()[1]
+    failed = _junit(tmp_path, [(action, True), (other, False)])
+    assert "'failures': 1" in matrix._junit_counts(failed, True)()[1]
 
 
 def test_every_release_names_its_collections():

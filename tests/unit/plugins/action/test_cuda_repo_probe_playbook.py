@@ -16,10 +16,13 @@ FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "cuda_repo"
 DEB = FIXTURES / "signed" / "compute" / "cuda" / "repos" / "debian12" / "x86_64" / "cuda-keyring_1.1-1_all.deb"
 LAB_KEY = "2DAB59B7E049DB922CEBF45F52D59CBD1C0AA271"
 
-pytestmark = pytest.mark.skipif(
-    not PLAYBOOK.is_file() or not (shutil.which("dpkg-deb") and shutil.which("gpgv")),
-    reason="needs ansible-playbook next to this Python, dpkg-deb and gpgv",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not PLAYBOOK.is_file() or not (shutil.which("dpkg-deb") and shutil.which("gpgv")),
+        reason="needs ansible-playbook next to this Python, dpkg-deb and gpgv",
+    ),
+    pytest.mark.playbook,
+]
 
 PLAY = """
 - name: Probe

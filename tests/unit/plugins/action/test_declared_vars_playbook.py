@@ -3,10 +3,12 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 from _playbook import ansible_playbook, needs_playbook  # noqa: E402
 
-pytestmark = needs_playbook
+pytestmark = [needs_playbook, pytest.mark.playbook]
 
 # A play before the check registers and sets names with the collection's prefixes, and the check runs inside a role
 # whose defaults and the play's vars carry such names too: none of them is the inventory's, none may be judged.

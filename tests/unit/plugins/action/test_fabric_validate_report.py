@@ -16,7 +16,7 @@ from _playbook import ansible_playbook, needs_playbook  # noqa: E402
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "fixtures"
 
-pytestmark = needs_playbook
+pytestmark = [needs_playbook, pytest.mark.playbook]
 
 PLAY = """
 - name: Validate

@@ -7,10 +7,12 @@ The roles checked are limited with gpucluster_roles to rdma_core and nccl, whose
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 from _playbook import ansible_playbook, needs_playbook  # noqa: E402
 
-pytestmark = needs_playbook
+pytestmark = [needs_playbook, pytest.mark.playbook]
 
 # A site playbook of a user's own: the collection's preflight, then the user's plays (here: a report of what it
 # recorded, where the user would apply gpucluster.fabric.rdma_core and gpucluster.fabric.nccl).
