@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Mapping
 
 from .fabric_model import is_int, normalise_interface
+from .nccl import is_debug_only
 from .nccl_debug import nic_data_paths, nvls_used, parse_nccl_info
 from .nccl_tests import parse_nccl_tests, primary
 from .perftest import summarize_perftest_run
@@ -27,18 +28,6 @@ FRACTION_THRESHOLDS = (
     "outlier_fraction_of_median",
 )
 POSITIVE_THRESHOLDS = ("ib_write_lat_max_usec",)
-# NCCL's own docs call these debug-only; hard-coded in /etc/nccl.conf they hurt production jobs.
-NCCL_DEBUG_ONLY = (
-    "NCCL_ALGO",
-    "NCCL_PROTO",
-    "NCCL_BUFFSIZE",
-    "NCCL_IB_DISABLE",
-    "NCCL_NET_GDR_LEVEL",
-    "NCCL_P2P_",
-    "NCCL_SHM_DISABLE",
-    "NCCL_MIN_NCHANNELS",
-    "NCCL_MAX_NCHANNELS",
-)
 
 
 def rdma_rounds(hosts=None, pairs=None, present=None):
@@ -623,32 +612,33 @@ def _gpu_health(host, data):
 
 
 def _nccl_conf_health(host, data):
+    """nccl.conf sets none of NCCL's debug-only variables, except those ``nccl_conf_allow_debug_variables`` allows.
+
+    The same rule as role nccl's (``nccl.is_debug_only``), so a file the role writes passes and one it refuses fails.
+    """
     conf = data.get("nccl_conf") or {}
     if conf.get("content") is None:
         return [_check(host, "health", "nccl.conf", "skipped", f"skipped: {conf.get('path', 'nccl.conf')} absent")]
-    found = []
+    allowed = set(conf.get("allowed_debug") or ())
+    debug = []
     for line in conf["content"].splitlines():
         key = line.split("#", 1)[0].split("=", 1)[0].strip()
-        if key and any(key == bad or (bad.endswith("_") and key.startswith(bad)) for bad in NCCL_DEBUG_ONLY):
-            found.append(key)
-    return [
-        _check(
-            host,
-            "health",
-            "nccl.conf",
-            "failed" if found else "passed",
-            (
-                f"{conf['path']} sets {', '.join(found)}: NCCL documents these for debugging, not for production "
-                f"(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); remove them from the file "
-                "and set them per job when debugging"
-                if found
-                else f"{conf['path']} sets none of NCCL's debug-only variables "
-                f"({', '.join(name + '*' if name.endswith('_') else name for name in NCCL_DEBUG_ONLY)})"
-            ),
-            found,
-            [],
+        if key and is_debug_only(key):
+            debug.append(key)
+    found = [key for key in debug if key not in allowed]
+    kept = [key for key in debug if key in allowed]
+    docs = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+    if found:
+        message = (
+            f"{conf['path']} sets {', '.join(found)}: NCCL documents these for debugging, not for production ({docs}); "
+            "remove them from the file and set them per job when debugging, or list them in "
+            "nccl_conf_allow_debug_variables (benchmarks only)"
         )
-    ]
+    elif kept:
+        message = f"{conf['path']} sets {', '.join(kept)}, debug-only, allowed by nccl_conf_allow_debug_variables"
+    else:
+        message = f"{conf['path']} sets none of NCCL's debug-only variables ({docs}, Debugging)"
+    return [_check(host, "health", "nccl.conf", "failed" if found else "passed", message, found, [])]
 
 
 def _qos_value(value):

@@ -191,6 +191,17 @@ def partition_mtu_bytes(value):
     return parse_int(value)
 
 
+def partition_ipoib(partition):
+    """Whether an ``opensm_partitions`` entry (or ``opensm_default_partition``) carries IPoIB: off unless ``ipoib``.
+
+    OpenSM creates a partition's IPoIB broadcast group only when its partitions.conf line has the ``ipoib`` flag
+    (OpenSM doc/partition-config.txt: "ipoib - indicates that this partition may be used for IPoIB"), and role opensm
+    writes the flag only for ``ipoib: true``; without the group an IPoIB interface on the partition cannot join it.
+    Raises ValueError when ``ipoib`` is not a boolean.
+    """
+    return parse_bool(partition.get("ipoib", False))
+
+
 def ipoib_max_mtu(mode, ib_mtu=4096):
     """Largest IPoIB netdev MTU for ``mode`` on a fabric (or partition) whose IB MTU is ``ib_mtu`` bytes."""
     if mode == "connected":

@@ -30,6 +30,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model imp
     parse_bool,
     parse_int,
     parse_pkey,
+    partition_ipoib,
     pkey_base,
     roce_active_mtu,
     roce_min_netdev_mtu,
@@ -79,7 +80,7 @@ def partition_for_interface(iface, partitions, default_partition=None):
     if wanted == DEFAULT_PKEY and isinstance(default_partition, dict):
         return {
             "name": "Default",
-            "ipoib": default_partition.get("ipoib", False),
+            "ipoib": default_partition.get("ipoib", False),  # partition_ipoib reads it
             "mtu": default_partition.get("mtu"),
             "var": "opensm_default_partition",
         }
@@ -198,14 +199,15 @@ def _check_ipoib(report, entry, mode, mtu, enhanced_ipoib, partitions, default_p
     pname = partition.get("name", "?")
     pvar = partition.get("var", f"opensm_partitions entry {pname}")
     try:
-        ipoib_off = "ipoib" in partition and not parse_bool(partition["ipoib"])
+        ipoib_on = partition_ipoib(partition)
     except ValueError:
         return  # the opensm role reports a malformed ipoib itself
-    if ipoib_off:
+    if not ipoib_on:
         report.add(
             "name",
             entry.get("name"),
-            f"is an IPoIB interface on partition {pname}, which has ipoib: false (no broadcast group)",
+            f"is an IPoIB interface on partition {pname}, which has ipoib off (no ipoib: true), so OpenSM creates "
+            "no broadcast group",
             f"set ipoib: true on {pvar}",
         )
         return

@@ -25,8 +25,8 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model imp
     ipoib_partition_limit,
     is_int,
     normalise_interface,
-    parse_bool,
     parse_int,
+    partition_ipoib,
     partition_mtu_bytes,
     pkey_base,
 )
@@ -165,7 +165,7 @@ def _check_ipoib_flags(item, var, where, errors):
     """Validate ipoib/mtu/rate/sl of a partition (or of the Default partition). Returns the rendered flags."""
     flags = []
     try:
-        ipoib = parse_bool(item.get("ipoib", False))
+        ipoib = partition_ipoib(item)
     except ValueError:
         errors.append(f"{where}: {var}.ipoib={item.get('ipoib')!r} is not a boolean; write true or false")
         ipoib = False
