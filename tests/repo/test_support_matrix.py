@@ -2,6 +2,7 @@
 
 import copy
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,34 @@ def test_a_machine_without_python38_checks_everything_but_the_python38_claims(tm
     without["python38"] = "/opt/python3.8/bin/python3.8"
     results.write_text(matrix.json.dumps(without))
     assert matrix.main(["readme", "--check", str(results), str(readme)]) == 1
+
+
+def test_a_job_whose_results_thread_dies_is_run_once_more(tmp_path, monkeypatch, capsys):
+    """ansible-core's results thread can die (ansible/ansible#85879) and leave ansible-playbook waiting for ever: the
+    job is stopped and run once more from the start; a second death fails it; a hang of another kind times out."""
+    marker = tmp_path / "attempts"
+    # prints the traceback's first line, then hangs, on the first attempt only (or on every one)
+    script = (
+        "import pathlib, sys, time\n"
+        f"p = pathlib.Path({str(marker)!r}); n = int(p.read_text()) + 1 if p.exists() else 1; p.write_text(str(n))\n"
+        "if n == 1 or sys.argv[1] == 'always':\n"
+        "    print('Exception in thread Thread-3 (results_thread_main):', flush=True); time.sleep(600)\n"
+        "print('ok')\n"
+    )
+    monkeypatch.setattr(matrix, "POLL_SECONDS", 0.2)
+
+    def job(mode):
+        marker.unlink(missing_ok=True)
+        return matrix.Job("2.19.0", "unit tests", [], [sys.executable, "-c", script, mode], None, tmp_path / "u.log")
+
+    passed = job("once").run()
+    assert passed["result"] == "passed" and passed["retried"].startswith("ansible-core's results thread died")
+    assert marker.read_text() == "2" and (tmp_path / "u.log.first-attempt").exists()
+    assert "RETRY unit tests with ansible-core 2.19.0" in capsys.readouterr().out
+    failed = job("always").run()
+    assert failed["result"] == "failed" and "died twice" in failed["problem"]
+    monkeypatch.setattr(matrix, "JOB_TIMEOUT", 3)
+    hung = matrix.Job(
+        "2.19.0", "unit tests", [], [sys.executable, "-c", "import time; time.sleep(600)"], None, tmp_path / "h.log"
+    )
+    assert hung.run()["problem"] == "still running after 3 s"

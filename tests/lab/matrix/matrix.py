@@ -33,6 +33,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -197,6 +198,13 @@ def deprecations(text):
     return [line.strip() for line in text.splitlines() if DEPRECATION.search(line)]
 
 
+# The traceback ansible-core prints when its results thread dies (a race, ansible/ansible#85879): the run then hangs.
+RESULTS_THREAD_DIED = re.compile(r"Exception in thread .*results_thread_main")
+# The longest a job may take (scenario site with every step takes about 19 minutes on a loaded 2-core machine).
+JOB_TIMEOUT = 45 * 60
+POLL_SECONDS = 5
+
+
 class Job:
     def __init__(self, core, check, suites, command, env, log, after=None):
         self.core, self.check, self.suites = core, check, suites
@@ -207,15 +215,47 @@ class Job:
         where = f" on {' '.join(self.suites)}" if self.suites else ""
         return f"{self.check} with ansible-core {self.core}{where}"
 
+    def _attempt(self):
+        """Run the command once: (exit status, its output). A hang is cut short: ansible-core's results thread can die
+        (RESULTS_THREAD_DIED), after which ansible-playbook waits for ever, and no job may outlive JOB_TIMEOUT."""
+        deadline = time.monotonic() + JOB_TIMEOUT
+        with open(self.log, "w") as log:
+            proc = subprocess.Popen(
+                self.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            while proc.poll() is None:
+                time.sleep(POLL_SECONDS)
+                died = RESULTS_THREAD_DIED.search(Path(self.log).read_text(errors="replace"))
+                if died or time.monotonic() > deadline:
+                    # TERM first, so that the job's own cleanup (molecule's, run.sh's trap) removes its containers
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=120)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                    return ("results-thread" if died else "timeout"), Path(self.log).read_text(errors="replace")
+        return proc.returncode, Path(self.log).read_text(errors="replace")
+
     def run(self):
         print(f"START {self.title}", flush=True)
         start = time.monotonic()
-        with open(self.log, "w") as log:
-            rc = subprocess.run(self.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT).returncode
+        rc, text = self._attempt()
+        retried = None
+        if rc == "results-thread":
+            # ansible/ansible#85879, #86027: a worker's result arrives for a task the strategy no longer holds; the
+            # run is lost, not the collection's code. Once, from the start, and the result says so.
+            retried = "ansible-core's results thread died (KeyError in _convert_wire_task_result_to_raw)"
+            Path(self.log).rename(f"{self.log}.first-attempt")
+            print(f"RETRY {self.title}: {retried}; the first attempt's log is {self.log}.first-attempt", flush=True)
+            rc, text = self._attempt()
         detail, problem = {}, None
-        text = Path(self.log).read_text(errors="replace")
         warned = deprecations(text)
-        if rc != 0:
+        if rc == "timeout":
+            problem = f"still running after {JOB_TIMEOUT} s"
+        elif rc == "results-thread":
+            problem = "ansible-core's results thread died twice (ansible/ansible#85879)"
+        elif rc != 0:
             problem = f"exit status {rc}"
         elif warned:
             problem = f"{len(warned)} deprecation warning(s), the first: {warned[0]}"
@@ -232,6 +272,7 @@ class Job:
             "core": self.core,
             "check": self.check,
             "suites": self.suites,
+            "retried": retried,
             "result": "failed" if problem else "passed",
             "problem": problem,
             "seconds": seconds,
