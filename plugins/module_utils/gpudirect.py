@@ -594,3 +594,58 @@ def probe_problems(errors, load_errors, mode, host=""):
     return [f"{prefix}rdma_modules_gpudirect_mode={mode}: {error}" for error in errors or []] + [
         f"{prefix}{error}" for error in load_errors or []
     ]
+
+
+# --- the live system (``module``: an AnsibleModule; only its get_bin_path and run_command are used) ---------------
+
+
+def live_probe(module):
+    """What only commands on the live system can tell: modprobe's path, ``ofed_info -s``, nvidia.ko's license."""
+    probe = {"modprobe": module.get_bin_path("modprobe", opt_dirs=["/usr/sbin", "/sbin"])}
+    ofed_info = module.get_bin_path("ofed_info", opt_dirs=["/usr/bin", "/usr/sbin"])
+    if ofed_info:
+        rc, out, _err = module.run_command([ofed_info, "-s"])
+        probe["ofed_info"] = out.strip().rstrip(":") if rc == 0 else None
+    modinfo = module.get_bin_path("modinfo", opt_dirs=["/usr/sbin", "/sbin"])
+    if modinfo:
+        rc, out, _err = module.run_command([modinfo, "-F", "license", "nvidia"])
+        probe["nvidia_license"] = out.strip() if rc == 0 else None
+    return probe
+
+
+def load_errors(module, probe, wanted, kernel_release):
+    """``modprobe --dry-run`` of every wanted module: [] when all can be loaded, else the error with the fix."""
+    if not wanted:
+        return []
+    if probe.get("modprobe"):
+        rc, _out, err = module.run_command([probe["modprobe"], "--dry-run", "--all", *wanted])
+    else:
+        rc, err = 1, "modprobe is not installed (Debian/Ubuntu package kmod)"
+    return [dry_run_error(wanted, kernel_release, err)] if rc != 0 else []
+
+
+def assess(module, params, host=""):
+    """What decides GPUDirect RDMA and module loading on this host, and the problems of honouring ``params``.
+
+    ``params``: root, mode, nccl_version, kallsyms, core_modules, hca_detect, hca_driver_map, hca_unbound_modules,
+    extra_modules (the interfaces' modules included), runtime_load, as modules gpudirect_facts and rdma_modules take
+    them. Commands (``modprobe --dry-run`` and the live probe) run only when root is "/".
+    Returns {facts, decision, adapters, wanted, runtime, load_errors, problems}.
+    """
+    probe = live_probe(module) if params["root"] == "/" else None
+    facts = gather(params["root"], params["nccl_version"] or None, params["kallsyms"], probe)
+    decision = decide(facts, params["mode"])
+    adapters = hca_modules(facts["hca"], params["hca_driver_map"], params["hca_unbound_modules"])
+    wanted = wanted_modules(params["core_modules"], adapters if params["hca_detect"] else [], params["extra_modules"])
+    runtime = runtime_load(params["runtime_load"], facts["runtime_load"])
+    found = load_errors(module, probe, wanted, facts["kernel"]["release"]) if runtime["load"] and probe else []
+    return {
+        "facts": facts,
+        "decision": decision,
+        "adapters": adapters,
+        "wanted": wanted,
+        "runtime": runtime,
+        "load_errors": found,
+        "problems": probe_problems(decision["errors"], found, params["mode"], host),
+        "probe": probe,
+    }

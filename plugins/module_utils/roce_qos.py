@@ -11,6 +11,8 @@ Pure functions: what the inventory asks for and whether it holds together. roce_
 compares and writes (module ``roce_qos``, the boot-time unit, and fabric_validate's read-back in check mode).
 """
 
+import json
+
 from .fabric_model import is_int, normalise_interface, parse_bool
 
 PRIORITIES = tuple(range(8))
@@ -217,3 +219,60 @@ def resolved_settings(defaults, overrides, interfaces):
             "ecn": parse_bool(settings["ecn"]),
         }
     return result
+
+
+# --- at boot and after a driver reload ------------------------------------------------------------------------------
+# The boot-time unit runs the very code module roce_qos runs (roce_qos_apply.py, through the entry point
+# roce_qos_boot.py beside it) on the settings the module applied: a reboot or a driver reload must not return the host
+# to lossy defaults.
+
+LIBEXEC = "/usr/local/libexec/gpucluster"
+BOOT_SCRIPT = LIBEXEC + "/roce_qos_boot.py"
+APPLY_CODE = LIBEXEC + "/roce_qos_apply.py"
+CONFIG = "/etc/gpucluster/roce_qos.json"
+UNIT = "gpucluster-roce-qos.service"
+UNIT_FILE = "/etc/systemd/system/" + UNIT
+UDEV_RULE = "/etc/udev/rules.d/90-gpucluster-roce-qos.rules"
+
+
+def _text(header, lines):
+    return (header.rstrip("\n") + "\n" if header else "") + "".join(line + "\n" for line in lines)
+
+
+def boot_config(interfaces):
+    """The settings file the unit applies: {"interfaces": {name: settings}}, keys sorted, as JSON."""
+    return json.dumps({"interfaces": interfaces}, indent=4, sort_keys=True) + "\n"
+
+
+def boot_unit(header, interfaces, wait_seconds):
+    """The oneshot unit (systemd.service(5)) that applies the settings at boot, after modules load and configfs."""
+    return _text(
+        header,
+        [
+            "[Unit]",
+            f"Description=RoCE lossless QoS (PFC, DSCP map, ECN, RDMA-CM default ToS) on {', '.join(interfaces)}",
+            f"Documentation=file://{CONFIG}",
+            "Wants=sys-kernel-config.mount",
+            "After=sys-kernel-config.mount systemd-modules-load.service network.target",
+            "",
+            "[Service]",
+            "Type=oneshot",
+            "RemainAfterExit=yes",
+            f"ExecStart=/usr/bin/python3 {BOOT_SCRIPT} {CONFIG} {int(wait_seconds)}",
+            f"TimeoutStartSec={int(wait_seconds) + 60}",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+        ],
+    )
+
+
+def udev_rule(header):
+    """A new RDMA device (a driver reload, a Soft-RoCE device created late) gets the settings again (udev(7))."""
+    return _text(
+        header,
+        [
+            "# A new RDMA device (a driver reload, a Soft-RoCE device created late) gets the RoCE QoS again.",
+            f'ACTION=="add", SUBSYSTEM=="infiniband", RUN+="/bin/systemctl --no-block restart {UNIT}"',
+        ],
+    )

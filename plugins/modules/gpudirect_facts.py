@@ -180,30 +180,7 @@ load_errors:
 
 # ansible-test requires the documentation above every import.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import (  # noqa: E402
-    MODES,
-    decide,
-    dry_run_error,
-    gather,
-    hca_modules,
-    probe_problems,
-    runtime_load,
-    wanted_modules,
-)
-
-
-def live_probe(module):
-    """What only commands on the live system can tell."""
-    probe = {"modprobe": module.get_bin_path("modprobe", opt_dirs=["/usr/sbin", "/sbin"])}
-    ofed_info = module.get_bin_path("ofed_info", opt_dirs=["/usr/bin", "/usr/sbin"])
-    if ofed_info:
-        rc, out, _err = module.run_command([ofed_info, "-s"])
-        probe["ofed_info"] = out.strip().rstrip(":") if rc == 0 else None
-    modinfo = module.get_bin_path("modinfo", opt_dirs=["/usr/sbin", "/sbin"])
-    if modinfo:
-        rc, out, _err = module.run_command([modinfo, "-F", "license", "nvidia"])
-        probe["nvidia_license"] = out.strip() if rc == 0 else None
-    return probe
+from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import MODES, assess  # noqa: E402
 
 
 def main():
@@ -229,35 +206,23 @@ def main():
     )
     module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
     params = module.params
-    probe = live_probe(module) if params["root"] == "/" else None
-    facts = gather(params["root"], params["nccl_version"] or None, params["kallsyms"], probe)
-    decision = decide(facts, params["mode"])
+    found = assess(module, params, params["host"])
+    decision, facts = found["decision"], found["facts"]
     for warning in decision["warnings"]:
         module.warn(warning)
-    adapters = hca_modules(facts["hca"], params["hca_driver_map"], params["hca_unbound_modules"])
-    wanted = wanted_modules(params["core_modules"], adapters if params["hca_detect"] else [], params["extra_modules"])
-    runtime = runtime_load(params["runtime_load"], facts["runtime_load"])
-    load_errors = []
-    if runtime["load"] and wanted and probe is not None:
-        if probe.get("modprobe"):
-            rc, _out, err = module.run_command([probe["modprobe"], "--dry-run", "--all", *wanted])
-        else:
-            rc, err = 1, "modprobe is not installed (Debian/Ubuntu package kmod)"
-        if rc != 0:
-            load_errors.append(dry_run_error(wanted, facts["kernel"]["release"], err))
     result = {
         "changed": False,
         "facts": facts,
         "errors": decision["errors"],
         "decision_warnings": decision["warnings"],
-        "hca_modules": adapters,
-        "wanted": wanted,
-        "runtime_load": runtime,
-        "load_errors": load_errors,
+        "hca_modules": found["adapters"],
+        "wanted": found["wanted"],
+        "runtime_load": found["runtime"],
+        "load_errors": found["load_errors"],
     }
     if decision["mode"]:
         result["gpudirect"] = {"mode": decision["mode"], "reason": decision["reason"]}
-    problems = probe_problems(decision["errors"], load_errors, params["mode"], params["host"])
+    problems = found["problems"]
     if params["fail_on_errors"] and problems:
         module.fail_json(msg="\n".join(problems), **result)
     module.exit_json(**result)

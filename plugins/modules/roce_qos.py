@@ -41,6 +41,35 @@ options:
     description: Where configfs is mounted.
     type: path
     default: /sys/kernel/config
+  persist:
+    description:
+      - Also make the settings hold at every boot and for every new RDMA device, writing only what differs - the code
+        this module runs (C(/usr/local/libexec/gpucluster/roce_qos_apply.py)) with its entry point O(boot_script)
+        beside it, the settings C(/etc/gpucluster/roce_qos.json), the enabled oneshot unit
+        C(gpucluster-roce-qos.service) and the udev rule C(/etc/udev/rules.d/90-gpucluster-roce-qos.rules) - and
+        reloading systemd or udev only when their file changed.
+    type: bool
+    default: false
+  boot_script:
+    description:
+      - The entry point the unit runs (role roce_qos passes its C(files/roce_qos_boot.py)); required with O(persist).
+    type: str
+    default: ""
+  boot_wait_seconds:
+    description: How long the unit waits at boot for every interface's RDMA device before applying what it can.
+    type: int
+    default: 120
+  header:
+    description:
+      - The comment block the unit and the udev rule start with (the role passes the variable C(ansible_managed),
+        default C(Ansible managed), through the C(comment) filter).
+    type: str
+    default: ""
+  root:
+    description:
+      - Directory that stands for C(/) for the files of O(persist) (tests); systemd and udev are reloaded only for C(/).
+    type: path
+    default: /
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes
@@ -51,7 +80,8 @@ attributes:
     details: In check mode it reads everything and reports what it would change (state C(changed)); fabric_validate
       reads the live QoS back this way.
   diff_mode:
-    support: none
+    support: full
+    details: The files of O(persist).
 """
 
 EXAMPLES = r"""
@@ -76,9 +106,19 @@ unsupported:
   returned: always
   type: list
   elements: str
+changes:
+  description: What O(persist) changed (or, in check mode, would), each with why.
+  returned: always
+  type: list
+  elements: dict
 """
 
+import inspect  # noqa: E402
+
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import roce_qos as rules  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import roce_qos_apply  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos_apply import (  # noqa: E402
     CHANGED,
     SETTINGS,
@@ -102,7 +142,13 @@ def main():
             "warn_unsupported": {"type": "bool", "default": True},
             "sysfs_root": {"type": "path", "default": "/"},
             "configfs_root": {"type": "path", "default": "/sys/kernel/config"},
+            "persist": {"type": "bool", "default": False},
+            "boot_script": {"type": "str", "default": ""},
+            "boot_wait_seconds": {"type": "int", "default": 120},
+            "header": {"type": "str", "default": ""},
+            "root": {"type": "path", "default": "/"},
         },
+        required_if=[("persist", True, ("boot_script",))],
         supports_check_mode=True,
     )
 
@@ -139,7 +185,48 @@ def main():
             unsupported=unsupported,
             changed=False,
         )
-    module.exit_json(changed=changed, interfaces=results, unsupported=unsupported)
+    changes, diff = persist(module) if module.params["persist"] and module.params["interfaces"] else ([], [])
+    result = {"changed": changed or bool(changes), "interfaces": results, "unsupported": unsupported}
+    result["changes"] = changes
+    if module._diff:
+        result["diff"] = diff
+    module.exit_json(**result)
+
+
+def persist(module):
+    """The boot-time files, each written only where it differs; systemd and udev reloaded only for what changed."""
+    params = module.params
+    interfaces, header = params["interfaces"], params["header"]
+    apply = Applier(module, params["root"])
+    # the very code this module runs, as it was shipped to the host with the module
+    apply.file(rules.APPLY_CODE, inspect.getsource(roce_qos_apply))
+    apply.file(rules.BOOT_SCRIPT, params["boot_script"].rstrip("\n") + "\n")
+    apply.file(rules.CONFIG, rules.boot_config(interfaces))
+    unit_before = len(apply.changes)
+    apply.file(rules.UNIT_FILE, rules.boot_unit(header, interfaces, params["boot_wait_seconds"]))
+    unit_changed = len(apply.changes) > unit_before
+    rule_before = len(apply.changes)
+    apply.file(rules.UDEV_RULE, rules.udev_rule(header))
+    rule_changed = len(apply.changes) > rule_before
+    if params["root"] != "/":
+        return apply.changes, apply.diff
+    systemctl = module.get_bin_path("systemctl", required=True)
+    if unit_changed:
+        apply.changes.append({"what": "systemd", "why": "daemon-reload, to read " + rules.UNIT_FILE})
+        if not module.check_mode:
+            module.run_command([systemctl, "daemon-reload"], check_rc=True)
+    # Enabled, not started: the settings were applied above already.
+    rc, _out, _err = module.run_command([systemctl, "is-enabled", rules.UNIT])
+    if rc != 0:
+        apply.changes.append({"what": rules.UNIT, "why": "not enabled"})
+        if not module.check_mode:
+            module.run_command([systemctl, "enable", rules.UNIT], check_rc=True)
+    if rule_changed:
+        apply.changes.append({"what": "udev", "why": "control --reload, to read " + rules.UDEV_RULE})
+        udevadm = module.get_bin_path("udevadm")
+        if udevadm and not module.check_mode:
+            module.run_command([udevadm, "control", "--reload"])  # as before: a container may have no udevd
+    return apply.changes, apply.diff
 
 
 if __name__ == "__main__":

@@ -50,14 +50,6 @@ STAND_INS = {
     "__nccl_package_version": "2.21.5-1+cuda12.4",
     "cuda_repo_offered_nccl": {"libnccl2": ["2.21.5-1+cuda12.4"]},
     "__opensm_was_running": True,
-    "__rdma_modules_probe": {
-        "hca_modules": ["mlx5_core", "mlx5_ib"],
-        "wanted": ["ib_core", "mlx5_core", "mlx5_ib"],
-        "runtime_load": {"load": True, "why": "not a container"},
-        "gpudirect": {"mode": "peermem", "reason": "MLNX_OFED ib_core"},
-        "facts": {"runtime_load": {"possible": True, "reason": "in a container"}, "peermem": {"persisted_in": []}},
-    },
-    "__rdma_modules_peermem_load": {"rc": 1, "msg": "modprobe: ERROR: could not insert 'nvidia_peermem'"},
     "__fabric_validate_report": {
         "failures": {"gpu1": ["gpu1: rdma/ib_write_bw[gpu2] measured 1 Gb/s, threshold 9 Gb/s"]}
     },
@@ -161,7 +153,7 @@ def test_every_switch_has_a_case():
     assert switches == NAMES
     # A floor against a walk that finds nothing; switches passed to modules (type bool, converted by Ansible's
     # argument spec) are no conditional of ours, so the count falls as logic moves into Python.
-    assert sum(1 for case in CASES if case.values[1].conditional) >= 10
+    assert sum(1 for case in CASES if case.values[1].conditional) >= 5
 
 
 @pytest.mark.parametrize(("switch", "expression", "scope"), CASES)

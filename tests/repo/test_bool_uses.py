@@ -51,7 +51,8 @@ def test_no_bare_boolean_use():
 def test_expressions_seen_in_every_kind_of_file():
     seen = list(bool_uses.expressions(ROOT))
     conditionals = [e for e in seen if e.conditional]
-    assert len(conditionals) > 100
+    # fewer as rules move from YAML into the appliers (plugins/modules), but still every kind of file
+    assert len(conditionals) > 50
     assert any(e.style == "j2" for e in seen)
     assert any(str(e.path).startswith("playbooks/") for e in seen)
     assert any("/handlers/" in str(e.path) for e in conditionals)

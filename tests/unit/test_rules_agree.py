@@ -46,7 +46,7 @@ def test_an_ipoib_child_is_judged_alike_by_the_sm_and_the_gpu_node(ipoib):
     hostvars["gpu1"]["fabric_interfaces"] = child
     default = {"ipoib": True, "mtu": 4096}
 
-    _, sm_errors = opensm_partitions.partition_errors(partitions, hostvars, GROUPS, default, "sm1")
+    sm_errors = opensm_partitions.partition_errors(partitions, hostvars, GROUPS, default, "sm1")[1]
     gpu_errors = fabric_mtu.list_errors(child, "gpu1", partitions=partitions, default_partition=default)
 
     assert bool(sm_errors) is not carried, sm_errors

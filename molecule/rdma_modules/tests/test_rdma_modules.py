@@ -54,29 +54,31 @@ def host_fingerprint(host):
     )
 
 
-# bad_input.yml case -> (the preflight task that must fail, text its message must hold)
+# The role's one step (module gpucluster.fabric.rdma_modules) checks the input and the host before it changes anything.
+APPLY = "RDMA kernel modules and GPUDirect RDMA"
+# bad_input.yml case -> (the task that must fail, text its message must hold)
 BAD_INPUTS = {
     "unknown-mode": (
         "Validating arguments against arg spec 'main'",
         "value of rdma_modules_gpudirect_mode must be one of: auto, peermem, dmabuf, none, got: gdrcopy",
     ),
     "shell-metacharacters": (
-        "Check the rdma_modules input",
+        APPLY,
         '"ib_core; reboot" in rdma_modules_extra is not a kernel module name',
     ),
-    "command-substitution": ("Check the rdma_modules input", "is not a kernel module name"),
+    "command-substitution": (APPLY, "is not a kernel module name"),
     "peermem-without-driver": (
-        "Read the facts that decide GPUDirect RDMA and module loading",
+        APPLY,
         "rdma_modules_gpudirect_mode=peermem: GPUDirect mode peermem was requested but there is no NVIDIA kernel"
         " driver",
     ),
     "dmabuf-without-driver": (
-        "Read the facts that decide GPUDirect RDMA and module loading",
+        APPLY,
         "GPUDirect mode dmabuf was requested but there is no NVIDIA kernel driver",
     ),
-    "softdep-pre-not-a-list": ("Check the rdma_modules input", "rdma_modules_softdeps[0]="),
+    "softdep-pre-not-a-list": (APPLY, "rdma_modules_softdeps[0]="),
     "runtime-load-forced": (
-        "Read the facts that decide GPUDirect RDMA and module loading",
+        APPLY,
         "modprobe cannot load ib_core ib_uverbs ib_umad rdma_ucm",
     ),
 }

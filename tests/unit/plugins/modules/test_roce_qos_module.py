@@ -2,6 +2,8 @@
 before anything is written, check mode writes nothing, warnings name each setting not applied."""
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from ansible_collections.gpucluster.fabric.plugins.modules import roce_qos as mod
@@ -18,7 +20,9 @@ class FakeModule:
     check_mode = False
     params = {}
 
-    def __init__(self, argument_spec, supports_check_mode):
+    _diff = False
+
+    def __init__(self, argument_spec, supports_check_mode, **_checks):
         self.params = {name: spec.get("default") for name, spec in argument_spec.items()}
         self.params.update(type(self).params)
         self.check_mode = type(self).check_mode
@@ -27,6 +31,9 @@ class FakeModule:
 
     def get_bin_path(self, name, required=False):
         return "/usr/sbin/" + name
+
+    def atomic_move(self, source, destination):
+        os.replace(source, destination)
 
     def warn(self, text):
         self.warnings.append(text)
@@ -62,7 +69,7 @@ def _host(tmp_path):
     return root, tmp_path / "config", tos
 
 
-def _run(monkeypatch, root, configfs, dcb_supported=True, check_mode=False, **params):
+def _run(monkeypatch, sysfs, configfs, dcb_supported=True, check_mode=False, **params):
     fake = type(
         "Module",
         (FakeModule,),
@@ -71,7 +78,7 @@ def _run(monkeypatch, root, configfs, dcb_supported=True, check_mode=False, **pa
             "check_mode": check_mode,
             "params": {
                 "interfaces": {"ens1f0np0": SETTINGS},
-                "sysfs_root": str(root),
+                "sysfs_root": str(sysfs),
                 "configfs_root": str(configfs),
                 **params,
             },
@@ -105,3 +112,37 @@ def test_check_mode_writes_nothing_and_a_second_run_changes_nothing(monkeypatch,
     assert checked["changed"] and tos.read_text() == "0\n"
     _run(monkeypatch, root, configfs)
     assert tos.read_text() == "106\n"
+
+
+def test_persist_writes_the_boot_files_once(monkeypatch, tmp_path):
+    root, configfs, _tos = _host(tmp_path)
+    files = tmp_path / "files"
+    persist = {"persist": True, "boot_script": "print('boot')\n", "root": str(files), "header": "# managed"}
+    first = _run(monkeypatch, root, configfs, **persist)
+    written = sorted(change["what"] for change in first["changes"])
+    assert written == [
+        "/etc/gpucluster/roce_qos.json",
+        "/etc/systemd/system/gpucluster-roce-qos.service",
+        "/etc/udev/rules.d/90-gpucluster-roce-qos.rules",
+        "/usr/local/libexec/gpucluster/roce_qos_apply.py",
+        "/usr/local/libexec/gpucluster/roce_qos_boot.py",
+    ]
+    # the code the unit runs is the code this module ran
+    shipped = Path(mod.__file__).parents[1] / "module_utils" / "roce_qos_apply.py"
+    assert (files / "usr/local/libexec/gpucluster/roce_qos_apply.py").read_text() == shipped.read_text()
+    unit = (files / "etc/systemd/system/gpucluster-roce-qos.service").read_text()
+    assert unit.startswith(
+        "# managed\n[Unit]\nDescription=RoCE lossless QoS (PFC, DSCP map, ECN, RDMA-CM default ToS) on ens1f0np0"
+    )
+    assert (
+        "ExecStart=/usr/bin/python3 /usr/local/libexec/gpucluster/roce_qos_boot.py /etc/gpucluster/roce_qos.json 120\n"
+        in unit
+    )
+    config = json.loads((files / "etc/gpucluster/roce_qos.json").read_text())
+    assert config == {"interfaces": {"ens1f0np0": SETTINGS}}
+    again = _run(monkeypatch, root, configfs, **persist)
+    assert again["changes"] == []  # (the fake dcb never keeps what it is told: "changed" is the live part)
+    wait = _run(monkeypatch, root, configfs, **dict(persist, boot_wait_seconds=30))
+    assert wait["changes"] == [
+        {"what": "/etc/systemd/system/gpucluster-roce-qos.service", "why": "its content differs"}
+    ]

@@ -1,60 +1,26 @@
+"""Role rdma_modules' rules (plugins/module_utils/rdma_modules.py): its input, GPUDirect RDMA after nvidia_peermem."""
+
 import pytest
-from ansible_collections.gpucluster.fabric.plugins.filter.rdma import (
-    gpudirect_outcome,
-    rdma_core_input_errors,
-    rdma_modules_input_errors,
-)
-
-GOOD_CORE = {
-    "os_family": "Debian",
-    "distribution": "Ubuntu",
-    "supported_families": ["Debian"],
-    "memlock": "unlimited",
-    "extra_packages": ["ibutils2", "mft@4.2"],
-    "services": ["rdma-ndd.service"],
-}
-
-
-def test_good_rdma_core_input():
-    assert rdma_core_input_errors(GOOD_CORE) == []
-    assert rdma_core_input_errors({**GOOD_CORE, "memlock": 67108864}) == []
-
-
-def test_every_rdma_core_problem_at_once():
-    errors = rdma_core_input_errors(
-        {
-            **GOOD_CORE,
-            "os_family": "RedHat",
-            "distribution": "Rocky",
-            "memlock": "lots",
-            "extra_packages": ["ok", "bad name!"],
-            "services": ["$(reboot)"],
-        }
-    )
-    assert errors == [
-        "rdma_core supports Debian hosts (Debian, Ubuntu); this host is Rocky (RedHat).",
-        'rdma_core_memlock=lots is not a limit; use "unlimited" or a size in KiB such as 67108864.',
-        "bad name! in rdma_core_extra_packages is not a valid package name; remove it or fix its spelling.",
-        "$(reboot) in rdma_core_services is not a valid unit name; remove it or fix its spelling.",
-    ]
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import interface_modules
+from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_modules import gpudirect_outcome, input_errors
 
 
 def test_good_rdma_modules_input():
     data = {
         "softdeps": [{"module": "mlx5_ib", "pre": ["mlx5_core"]}],
-        "core": ["ib_core", "ib-uverbs"],
-        "extra": [],
+        "core_modules": ["ib_core", "ib-uverbs"],
+        "extra_modules": [],
         "hca_unbound_modules": ["mlx5_core"],
         "hca_driver_map": {"mlx5_core": ["mlx5_core", "mlx5_ib"]},
     }
-    assert rdma_modules_input_errors(data) == []
+    assert input_errors(data) == []
 
 
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        ({"core": ["ib_core; reboot"]}, '"ib_core; reboot" in rdma_modules_core is not a kernel module name'),
-        ({"extra": ["../x"]}, '"../x" in rdma_modules_extra is not'),
+        ({"core_modules": ["ib_core; reboot"]}, '"ib_core; reboot" in rdma_modules_core is not a kernel module name'),
+        ({"extra_modules": ["../x"]}, '"../x" in rdma_modules_extra is not'),
         ({"hca_driver_map": {"mlx5_core": ["$(id)"]}}, '"$(id)" in rdma_modules_hca_driver_map'),
         ({"hca_unbound_modules": ["a b"]}, '"a b" in rdma_modules_hca_unbound_modules'),
         ({"softdeps": [{"module": "x y"}]}, '"x y" in rdma_modules_softdeps'),
@@ -63,7 +29,7 @@ def test_good_rdma_modules_input():
     ],
 )
 def test_rdma_modules_problems(data, expected):
-    errors = rdma_modules_input_errors(data)
+    errors = input_errors(data)
     assert len(errors) == 1 and expected in errors[0], errors
 
 
@@ -128,10 +94,7 @@ def test_other_modes_and_foreign_entries():
 
 
 def test_interface_modules():
-    from ansible_collections.gpucluster.fabric.plugins.filter.rdma import FilterModule
-
-    filters = FilterModule().filters()
-    modules = filters["rdma_interface_modules"]
+    modules = interface_modules
     assert modules([]) == []
     assert modules([{"name": "ib0", "kind": "ipoib"}]) == ["ib_ipoib"]
     assert modules([{"name": "eth1", "kind": "roce", "softroce": "rxe0"}, {"name": "eth2", "kind": "roce"}]) == [

@@ -1,41 +1,22 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Input checks of roles rdma_core and rdma_modules (every problem as one message each, all at once), the GPUDirect
-RDMA outcome and the interfaces' kernel modules; each filter is documented in <name>.yml."""
+"""Role rdma_modules' rules: its input, the files it writes, and GPUDirect RDMA after nvidia_peermem was tried.
+
+Pure functions, no Ansible imports, importable on Python 3.8 targets: the module ``rdma_modules`` applies them on the
+node. The GPUDirect decision itself (DMA-BUF, nvidia-peermem or none) is ``gpudirect.decide``.
+"""
 
 import json
-import re
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import interface_modules
-from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import valid_module_name
+from .gpudirect import valid_module_name
 
-_MEMLOCK = re.compile(r"unlimited|infinity|[0-9]+")
-_UNIT_OR_PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_@:-]*")
+LOAD_CONF = "/etc/modules-load.d/gpucluster-rdma.conf"
+PEERMEM_CONF = "/etc/modules-load.d/gpucluster-nvidia-peermem.conf"
+SOFTDEP_CONF = "/etc/modprobe.d/gpucluster-rdma.conf"
 
 
 def _names(value):
     return value if isinstance(value, (list, tuple)) else [value]
-
-
-def rdma_core_input_errors(data):
-    errors = []
-    supported = list(data.get("supported_families") or ["Debian"])
-    family = data.get("os_family")
-    if family not in supported:
-        errors.append(
-            f"rdma_core supports {', '.join(supported)} hosts (Debian, Ubuntu); this host is"
-            f" {data.get('distribution')} ({family})."
-        )
-    memlock = str(data.get("memlock"))
-    if not _MEMLOCK.fullmatch(memlock):
-        errors.append(f'rdma_core_memlock={memlock} is not a limit; use "unlimited" or a size in KiB such as 67108864.')
-    for variable, kind in (("extra_packages", "package"), ("services", "unit")):
-        for name in _names(data.get(variable) or []):
-            if not isinstance(name, str) or not _UNIT_OR_PACKAGE.fullmatch(name):
-                errors.append(
-                    f"{name} in rdma_core_{variable} is not a valid {kind} name; remove it or fix its spelling."
-                )
-    return errors
 
 
 def _softdep_problem(entry):
@@ -44,8 +25,11 @@ def _softdep_problem(entry):
     return any(not isinstance(entry.get(key, []), (list, tuple)) for key in ("pre", "post"))
 
 
-def rdma_modules_input_errors(data):
-    """Softdep entries need a module and lists pre/post; every module name is a kernel module name."""
+def input_errors(data):
+    """Softdep entries need a module and lists pre/post; every module name is a kernel module name.
+
+    ``data``: the options of module rdma_modules (softdeps, core_modules, extra_modules, hca_unbound_modules,
+    hca_driver_map)."""
     errors = []
     softdeps = data.get("softdeps") or []
     for index, entry in enumerate(softdeps):
@@ -56,8 +40,8 @@ def rdma_modules_input_errors(data):
             )
     driver_map = data.get("hca_driver_map") or {}
     sources = [
-        ("rdma_modules_core", data.get("core") or []),
-        ("rdma_modules_extra", data.get("extra") or []),
+        ("rdma_modules_core", data.get("core_modules") or []),
+        ("rdma_modules_extra", data.get("extra_modules") or []),
         ("rdma_modules_hca_unbound_modules", data.get("hca_unbound_modules") or []),
         ("rdma_modules_hca_driver_map", list(driver_map) + [m for v in driver_map.values() for m in _names(v)]),
     ]
@@ -90,7 +74,8 @@ def _peermem_advice(probe):
 
 
 def _load_state(load):
-    """not-tried, loaded or failed (with the error) from the registered modprobe result (failed_when: false)."""
+    """not-tried, loaded or failed (with the error) from what loading nvidia_peermem gave: None (not tried) or
+    {rc, msg|stderr}."""
     if not isinstance(load, dict) or load.get("skipped") or not load:
         return "not-tried", ""
     if load.get("rc") or "exception" in load:
@@ -101,7 +86,7 @@ def _load_state(load):
 def gpudirect_outcome(probe, load, settings):
     """GPUDirect RDMA after trying nvidia_peermem: what to record, persist, fail on and warn about.
 
-    ``probe`` is gpudirect_facts' result, ``load`` the registered modprobe of nvidia_peermem (skipped when not
+    ``probe`` is what ``gpudirect`` gathered and decided, ``load`` the modprobe of nvidia_peermem (None when not
     tried), ``settings`` {host, mode (the requested one), force, peermem_conf}. Returns {state, error, persist,
     record: {mode, reason}, fatal (a message, or empty), warnings}.
     """
@@ -162,11 +147,46 @@ def gpudirect_outcome(probe, load, settings):
     }
 
 
-class FilterModule:
-    def filters(self):
-        return {
-            "rdma_core_input_errors": rdma_core_input_errors,
-            "rdma_modules_input_errors": rdma_modules_input_errors,
-            "gpudirect_outcome": gpudirect_outcome,
-            "rdma_interface_modules": interface_modules,
-        }
+def softdep_lines(softdeps):
+    """modprobe.d ``softdep`` lines (modprobe.d(5)) of checked ``rdma_modules_softdeps`` entries."""
+    lines = []
+    for entry in softdeps or []:
+        line = "softdep " + entry["module"]
+        if entry.get("pre"):
+            line += " pre: " + " ".join(entry["pre"])
+        if entry.get("post"):
+            line += " post: " + " ".join(entry["post"])
+        lines.append(line)
+    return lines
+
+
+def _with_header(header, lines):
+    text = header.rstrip("\n") + "\n" if header else ""
+    return text + "".join(line + "\n" for line in lines)
+
+
+def load_conf(header, wanted):
+    """modules-load.d(5) file: every module the host loads at boot, in load order."""
+    comment = "# RDMA kernel modules, loaded at boot by systemd-modules-load (role gpucluster.fabric.rdma_modules)."
+    return _with_header(header, [comment, *wanted])
+
+
+def softdep_conf(header, softdeps):
+    """modprobe.d(5) file of the softdep ordering, or None when none is asked for (the file is then removed)."""
+    if not softdeps:
+        return None
+    comment = "# Load order for RDMA modules beyond their symbol dependencies (role gpucluster.fabric.rdma_modules)."
+    return _with_header(header, [comment, *softdep_lines(softdeps)])
+
+
+def peermem_conf(header, force):
+    """modules-load.d(5) file that loads nvidia_peermem at boot."""
+    forced = " (or because rdma_modules_peermem_force is set)" if force else ""
+    return _with_header(
+        header,
+        [
+            "# GPUDirect RDMA through nvidia-peermem (role gpucluster.fabric.rdma_modules), written only after it",
+            f"# loaded on this kernel{forced}.",
+            "nvidia_peermem",
+        ],
+    )

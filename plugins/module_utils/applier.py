@@ -1,0 +1,96 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""What every applier module shares: change a file or a kernel module only where the live state differs, and say what
+changed and why (``changes``), with a diff of each file; in check mode the same report and no change.
+
+``module`` is the AnsibleModule (its check_mode, atomic_move and run_command are used). ``root`` stands for ``/``:
+tests point it at a tree, so that files are read and written below it.
+"""
+
+import os
+import tempfile
+
+FILE_MODE = 0o644
+# The options every applier module has (documented in plugins/doc_fragments/applier.py).
+ARGUMENT_SPEC = {
+    "state": {"type": "str", "default": "present", "choices": ["present", "checked"]},
+    "root": {"type": "path", "default": "/"},
+    "host": {"type": "str", "default": ""},
+    "header": {"type": "str", "default": ""},
+}
+
+
+def _why(before, content, mode):
+    if before is None:
+        return "it is missing"
+    if before != content:
+        return "its content differs"
+    return f"mode {mode:04o}"
+
+
+class Applier:
+    """Changes one file or module at a time, only where the live state differs, and says what and why."""
+
+    def __init__(self, module, root=None):
+        self.module = module
+        self.root = module.params.get("root", "/") if root is None else root
+        self.changes, self.diff = [], []
+
+    def refuse(self, errors):
+        """Fail, changing nothing, with every problem of the input on a line of its own that names the host."""
+        if errors:
+            host = self.module.params.get("host")
+            prefix = f"{host}: " if host else ""
+            self.module.fail_json(msg="\n".join(prefix + error for error in errors), changed=False)
+
+    def path(self, path):
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def _read(self, path):
+        try:
+            with open(self.path(path), encoding="utf-8") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+
+    def file(self, path, content, mode=FILE_MODE):
+        """Make ``path`` hold ``content`` (``mode``, root's), or be absent when ``content`` is None."""
+        real = self.path(path)
+        before = self._read(path)
+        if content is None:
+            if before is None:
+                return
+            self._record(path, "it is not wanted (removed)", before, "")
+            if not self.module.check_mode:
+                os.unlink(real)
+            return
+        mode_wrong = before is not None and (os.stat(real).st_mode & 0o7777) != mode
+        if before == content and not mode_wrong:
+            return
+        self._record(path, _why(before, content, mode), before or "", content)
+        if self.module.check_mode:
+            return
+        directory = os.path.dirname(real)
+        os.makedirs(directory, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".gpucluster-")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(content)
+        os.chmod(temporary, mode)
+        self.module.atomic_move(temporary, real)
+
+    def _record(self, path, why, before, after):
+        self.changes.append({"what": path, "why": why})
+        self.diff.append({"before_header": path, "after_header": path, "before": before, "after": after})
+
+    def loaded(self, name):
+        return os.path.exists(self.path("/sys/module/" + name))
+
+    def load(self, modprobe, name, why):
+        """modprobe ``name`` unless it is loaded; returns modprobe's stderr on failure, else None."""
+        if self.loaded(name):
+            return None
+        self.changes.append({"what": "module " + name, "why": why})
+        if self.module.check_mode:
+            return None
+        rc, _out, err = self.module.run_command([modprobe, name])
+        return None if rc == 0 else (err.strip() or f"modprobe {name} exited {rc}")

@@ -1,0 +1,133 @@
+#!/usr/bin/python
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+DOCUMENTATION = r"""
+---
+module: rdma_core
+short_description: Check role rdma_core's input and set the locked-memory limits RDMA needs, changing only what differs
+description:
+  - Checks the input of role C(gpucluster.fabric.rdma_core) (OS family, memlock, package and unit names), every
+    problem at once, before any change.
+  - Then writes the memlock limit of login sessions (C(/etc/security/limits.d/90-gpucluster-rdma-memlock.conf)) and
+    of services (C(/etc/systemd/system.conf.d/90-gpucluster-rdma-memlock.conf)), or removes each where it is turned
+    off, and re-executes systemd (C(systemctl daemon-reexec), which restarts no service) when the services' limit
+    changed.
+  - Also says whether apt has package indexes yet (RV(apt_indexes)), so the role refreshes them only when they are
+    missing or old.
+  - Only what differs from the live state is changed, each change returned with its reason (RV(changes)).
+version_added: 0.1.0
+author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.posix
+  - gpucluster.fabric.applier
+options:
+  os_family:
+    description: The host's C(ansible_facts.os_family).
+    type: str
+    required: true
+  distribution:
+    description: The host's C(ansible_facts.distribution), for the message.
+    type: str
+    default: ""
+  supported_families:
+    description: The OS families the role supports.
+    type: list
+    elements: str
+    default: [Debian]
+  memlock:
+    description: The locked-memory limit in KiB, or V(unlimited).
+    type: str
+    default: unlimited
+  memlock_pam:
+    description: Set the limit of login sessions (pam_limits).
+    type: bool
+    default: true
+  memlock_systemd:
+    description: Set systemd's default limit of services.
+    type: bool
+    default: true
+  extra_packages:
+    description: Further packages the role installs (their names are checked).
+    type: list
+    elements: raw
+    default: []
+  services:
+    description: Units the role enables and starts (their names are checked).
+    type: list
+    elements: raw
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Check the input and set the memlock limits
+  gpucluster.fabric.rdma_core:
+    host: "{{ inventory_hostname }}"
+    header: "{{ ansible_managed | default('Ansible managed') | comment }}"
+    os_family: "{{ ansible_facts.os_family }}"
+    memlock: unlimited
+"""
+
+RETURN = r"""
+changes:
+  description: What was changed (or, in check mode, would be), each with why.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{what: /etc/security/limits.d/90-gpucluster-rdma-memlock.conf, why: it is missing}]
+apt_indexes:
+  description: Whether C(/var/lib/apt/lists) holds package indexes already.
+  returned: always
+  type: bool
+"""
+
+import glob  # noqa: E402
+import os  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import rdma_core as rules  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            **APPLIER_ARGUMENTS,
+            "os_family": {"type": "str", "required": True},
+            "distribution": {"type": "str", "default": ""},
+            "supported_families": {"type": "list", "elements": "str", "default": ["Debian"]},
+            "memlock": {"type": "str", "default": "unlimited"},
+            "memlock_pam": {"type": "bool", "default": True},
+            "memlock_systemd": {"type": "bool", "default": True},
+            "extra_packages": {"type": "list", "elements": "raw", "default": []},
+            "services": {"type": "list", "elements": "raw", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    apply = Applier(module)
+    apply.refuse(rules.input_errors(params))
+    lists = apply.path("/var/lib/apt/lists")
+    result = {"changed": False, "changes": [], "apt_indexes": bool(glob.glob(os.path.join(lists, "*_Packages*")))}
+    if params["state"] == "checked":
+        module.exit_json(**result)
+
+    memlock, header = params["memlock"], params["header"]
+    apply.file(rules.LIMITS_CONF, rules.limits_conf(header, memlock) if params["memlock_pam"] else None)
+    before = len(apply.changes)
+    apply.file(rules.SYSTEMD_CONF, rules.systemd_conf(header, memlock) if params["memlock_systemd"] else None)
+    if len(apply.changes) > before and params["root"] == "/":
+        # systemd reads DefaultLimitMEMLOCK only when the manager starts; services started afterwards get it.
+        apply.changes.append({"what": "systemd", "why": "daemon-reexec, to read " + rules.SYSTEMD_CONF})
+        if not module.check_mode:
+            module.run_command([module.get_bin_path("systemctl", required=True), "daemon-reexec"], check_rc=True)
+    result.update(changed=bool(apply.changes), changes=apply.changes)
+    if module._diff:
+        result["diff"] = apply.diff
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

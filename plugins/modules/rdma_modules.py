@@ -1,0 +1,218 @@
+#!/usr/bin/python
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+DOCUMENTATION = r"""
+---
+module: rdma_modules
+short_description: Load and persist the RDMA kernel modules and set up GPUDirect RDMA, changing only what differs
+description:
+  - Role C(gpucluster.fabric.rdma_modules) in one step. Checks the input (every problem at once), reads what decides
+    GPUDirect RDMA (as M(gpucluster.fabric.gpudirect_facts) does) and fails, before any change, when a requested mode
+    or module loading cannot be honoured.
+  - Then writes C(/etc/modules-load.d/gpucluster-rdma.conf) (every module the host loads at boot, in load order) and
+    C(/etc/modprobe.d/gpucluster-rdma.conf) (softdep lines, removed when none are asked for), loads the modules that
+    are not loaded yet where modules can be loaded here, and for GPUDirect mode peermem loads C(nvidia_peermem) before
+    it writes C(/etc/modules-load.d/gpucluster-nvidia-peermem.conf), which it removes otherwise (an entry that
+    cannot load fails systemd-modules-load on every boot).
+  - Only what differs from the live state is changed, each change returned with its reason (RV(changes)).
+version_added: 0.1.0
+author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.posix
+  - gpucluster.fabric.applier
+options:
+  mode:
+    description: The requested GPUDirect RDMA mode; V(auto) decides from the host.
+    type: str
+    choices: [auto, peermem, dmabuf, none]
+    default: auto
+  nccl_version:
+    description: NCCL version the jobs use; empty reads dpkg C(libnccl2).
+    type: str
+    default: ""
+  core_modules:
+    description: ib_core and the user-space access modules (role variable C(rdma_modules_core)).
+    type: list
+    elements: str
+    default: []
+  extra_modules:
+    description: Further modules the site needs (C(rdma_modules_extra)).
+    type: list
+    elements: str
+    default: []
+  interfaces:
+    description:
+      - The fabric interfaces (C(fabric_interfaces) entries); C(ib_ipoib) is loaded for a C(kind=ipoib) entry,
+        C(rdma_rxe) for a C(kind=roce) entry with C(softroce).
+    type: list
+    elements: raw
+    default: []
+  hca_detect:
+    description: Add the drivers of the NVIDIA/Mellanox adapters found on the PCI bus.
+    type: bool
+    default: true
+  hca_driver_map:
+    description: Driver bound to an adapter -> the kernel modules that adapter needs for RDMA.
+    type: dict
+    default: {}
+  hca_unbound_modules:
+    description: Modules for an NVIDIA/Mellanox adapter no driver is bound to yet.
+    type: list
+    elements: str
+    default: []
+  softdeps:
+    description: "modprobe.d softdep entries: C([{module, pre: [names], post: [names]}])."
+    type: list
+    elements: raw
+    default: []
+  runtime_load:
+    description: Load modules now as well as persisting them; null detects whether this host allows it.
+    type: raw
+  peermem_force:
+    description: Persist nvidia_peermem even when it did not load here (or could not be tried).
+    type: bool
+    default: false
+  kallsyms:
+    description: Read C(/proc/kallsyms) for the PeerDirect symbol.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Apply the RDMA kernel modules and GPUDirect RDMA
+  gpucluster.fabric.rdma_modules:
+    host: "{{ inventory_hostname }}"
+    header: "{{ ansible_managed | default('Ansible managed') | comment }}"
+    core_modules: [ib_core, ib_uverbs, ib_umad, rdma_ucm]
+    interfaces: "{{ fabric_interfaces }}"
+  register: rdma
+"""
+
+RETURN = r"""
+gpudirect:
+  description: GPUDirect RDMA as set up here (the fact C(gpucluster_gpudirect)).
+  returned: always
+  type: dict
+  sample: {mode: dmabuf, reason: "DMA-BUF: kernel 6.1.0-18-amd64 >= 5.12, ..."}
+wanted:
+  description: Every module the host loads at boot, in load order, C(-) spelled C(_).
+  returned: always
+  type: list
+  elements: str
+runtime_load:
+  description: Whether the modules are loaded now (C(load)), and why (C(why)).
+  returned: always
+  type: dict
+changes:
+  description: What was changed (or, in check mode, would be), each with why.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{what: "/etc/modules-load.d/gpucluster-rdma.conf", why: "its content differs"}]
+facts:
+  description: What was read to decide GPUDirect RDMA (as M(gpucluster.fabric.gpudirect_facts) returns it).
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import rdma_modules as rules  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import interface_modules  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import MODES, assess  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            **APPLIER_ARGUMENTS,
+            "mode": {"type": "str", "default": "auto", "choices": list(MODES)},
+            "nccl_version": {"type": "str", "default": ""},
+            "core_modules": {"type": "list", "elements": "str", "default": []},
+            "extra_modules": {"type": "list", "elements": "str", "default": []},
+            "interfaces": {"type": "list", "elements": "raw", "default": []},
+            "hca_detect": {"type": "bool", "default": True},
+            "hca_driver_map": {"type": "dict", "default": {}},
+            "hca_unbound_modules": {"type": "list", "elements": "str", "default": []},
+            "softdeps": {"type": "list", "elements": "raw", "default": []},
+            "runtime_load": {"type": "raw"},
+            "peermem_force": {"type": "bool", "default": False},
+            "kallsyms": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+    params = module.params
+    host = params["host"]
+    prefix = f"{host}: " if host else ""
+    apply = Applier(module)
+
+    # 1. The input, every problem at once, before anything is read or changed.
+    apply.refuse(rules.input_errors(params))
+
+    # 2. What the host has, and whether the request can be honoured here.
+    live = params["root"] == "/"
+    found = assess(
+        module,
+        dict(params, extra_modules=interface_modules(params["interfaces"]) + params["extra_modules"]),
+        host,
+    )
+    decision, facts, wanted, runtime = found["decision"], found["facts"], found["wanted"], found["runtime"]
+    runtime["load"] = runtime["load"] and live
+    probe = found["probe"]
+    result = {"changed": False, "wanted": wanted, "runtime_load": runtime, "facts": facts, "changes": []}
+    if decision["mode"]:
+        result["gpudirect"] = {"mode": decision["mode"], "reason": decision["reason"]}
+    if found["problems"]:
+        module.fail_json(msg="\n".join(found["problems"]), **result)
+    for warning in decision["warnings"]:
+        module.warn(warning)
+    if params["state"] == "checked":
+        module.exit_json(**result)
+
+    # 3. Persist, load, then GPUDirect: only what differs.
+    apply.file(rules.LOAD_CONF, rules.load_conf(params["header"], wanted))
+    apply.file(rules.SOFTDEP_CONF, rules.softdep_conf(params["header"], params["softdeps"]))
+    failures = []
+    if runtime["load"]:
+        for name in wanted:
+            error = apply.load(probe["modprobe"], name, "not loaded (it is in " + rules.LOAD_CONF + ")")
+            if error:
+                failures.append(f"{prefix}modprobe {name} failed: {error}")
+    else:
+        result["msg"] = f"{prefix}RDMA modules not loaded now: {runtime['why']}; {rules.LOAD_CONF} loads them at boot."
+    if failures:
+        result.update(changed=bool(apply.changes), changes=apply.changes)
+        module.fail_json(msg="\n".join(failures), **result)
+
+    peermem_load = None
+    if decision["mode"] == "peermem" and runtime["load"]:
+        error = apply.load(probe["modprobe"], "nvidia_peermem", "GPUDirect RDMA mode peermem")
+        peermem_load = {"rc": 1, "msg": error} if error else {"rc": 0}
+    outcome = rules.gpudirect_outcome(
+        {"gpudirect": result.get("gpudirect"), "runtime_load": runtime, "facts": facts},
+        peermem_load,
+        {
+            "host": host or "?",
+            "mode": params["mode"],
+            "force": params["peermem_force"],
+            "peermem_conf": rules.PEERMEM_CONF,
+        },
+    )
+    peermem = rules.peermem_conf(params["header"], params["peermem_force"]) if outcome["persist"] else None
+    apply.file(rules.PEERMEM_CONF, peermem)
+    for warning in outcome["warnings"]:
+        module.warn(warning)
+    result.update(changed=bool(apply.changes), changes=apply.changes, gpudirect=outcome["record"])
+    if module._diff:
+        result["diff"] = apply.diff
+    if outcome["fatal"]:
+        module.fail_json(msg=outcome["fatal"], **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
