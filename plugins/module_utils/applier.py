@@ -78,6 +78,13 @@ class Applier:
         os.chmod(temporary, mode)
         self.module.atomic_move(temporary, real)
 
+    def report(self, result, **extra):
+        """``result`` with what changed (``changed``, ``changes``) and, in diff mode, the diff of each file."""
+        result.update(extra, changed=bool(self.changes), changes=self.changes)
+        if self.module._diff:
+            result["diff"] = self.diff
+        return result
+
     def _record(self, path, why, before, after):
         self.changes.append({"what": path, "why": why})
         self.diff.append({"before_header": path, "after_header": path, "before": before, "after": after})

@@ -51,9 +51,6 @@ _FILTER_RE = re.compile(r"\^?=?[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*")
 _NAME_RE = re.compile(r"NCCL_[A-Z0-9_]+")
 _NCCL_VERSION_RE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 _CUDA_VERSION_RE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
-_PACKAGE_VERSION_RE = re.compile(
-    r"(?P<nccl>[0-9]+\.[0-9]+\.[0-9]+)-(?P<revision>[1-9][0-9]*)\+cuda(?P<cuda>[0-9]+\.[0-9]+)"
-)
 
 
 def is_debug_only(name):
@@ -92,14 +89,6 @@ def version_code(nccl_version):
     if (major, minor) >= (2, 9):
         return major * 10000 + minor * 100 + patch
     return major * 1000 + minor * 100 + patch
-
-
-def parse_package_version(text):
-    """'2.21.5-1+cuda12.4' -> {'nccl': '2.21.5', 'revision': 1, 'cuda': '12.4'}; None when not that shape."""
-    match = _PACKAGE_VERSION_RE.fullmatch(text or "")
-    if not match:
-        return None
-    return {"nccl": match.group("nccl"), "revision": int(match.group("revision")), "cuda": match.group("cuda")}
 
 
 def version_at_least(actual, minimum):
@@ -334,3 +323,43 @@ def package_decision(
         "errors": errors,
         "notes": notes,
     }
+
+
+# --- on the node (module nccl) --------------------------------------------------------------------------------------
+
+PACKAGES = ("libnccl2", "libnccl-dev")
+# apt_preferences(5): a priority above 1000 makes apt install this build even where that is a downgrade, and prefer
+# it over every other candidate, so that an upgrade leaves NCCL alone.
+PREFERENCES = "/etc/apt/preferences.d/gpucluster-nccl"
+
+
+def _text(header, lines):
+    return (header.rstrip("\n") + "\n" if header else "") + "".join(line + "\n" for line in lines)
+
+
+def pin_preferences(header, version):
+    """The apt pin of one exact build of both packages (libnccl2 and libnccl-dev must stay identical)."""
+    return _text(
+        header,
+        [
+            "# NCCL is pinned to one exact build: libnccl2 and libnccl-dev must stay identical.",
+            f"Package: {' '.join(PACKAGES)}",
+            f"Pin: version {version}",
+            "Pin-Priority: 1001",
+        ],
+    )
+
+
+def conf_text(header, lines):
+    """/etc/nccl.conf: the checked ``conf_lines`` of nccl_conf, one NAME=value per line."""
+    return _text(header, lines)
+
+
+def read_packages(module):
+    """(dpkg-query's, apt-cache madison's) output for the NCCL packages; ``module``: an AnsibleModule."""
+    showformat = "${Package} ${Version} ${db:Status-Want} ${db:Status-Status}\n"
+    rc, dpkg, err = module.run_command(["dpkg-query", "--show", "--showformat", showformat, *PACKAGES])
+    if rc > 1:
+        module.fail_json(msg=f"dpkg-query failed (rc {rc}): {err.strip()}")
+    _rc, madison, _err = module.run_command(["apt-cache", "madison", *PACKAGES])
+    return dpkg, madison

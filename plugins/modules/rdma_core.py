@@ -123,10 +123,7 @@ def main():
         apply.changes.append({"what": "systemd", "why": "daemon-reexec, to read " + rules.SYSTEMD_CONF})
         if not module.check_mode:
             module.run_command([module.get_bin_path("systemctl", required=True), "daemon-reexec"], check_rc=True)
-    result.update(changed=bool(apply.changes), changes=apply.changes)
-    if module._diff:
-        result["diff"] = apply.diff
-    module.exit_json(**result)
+    module.exit_json(**apply.report(result))
 
 
 if __name__ == "__main__":

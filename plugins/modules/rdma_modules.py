@@ -185,8 +185,7 @@ def main():
     else:
         result["msg"] = f"{prefix}RDMA modules not loaded now: {runtime['why']}; {rules.LOAD_CONF} loads them at boot."
     if failures:
-        result.update(changed=bool(apply.changes), changes=apply.changes)
-        module.fail_json(msg="\n".join(failures), **result)
+        module.fail_json(msg="\n".join(failures), **apply.report(result))
 
     peermem_load = None
     if decision["mode"] == "peermem" and runtime["load"]:
@@ -206,9 +205,7 @@ def main():
     apply.file(rules.PEERMEM_CONF, peermem)
     for warning in outcome["warnings"]:
         module.warn(warning)
-    result.update(changed=bool(apply.changes), changes=apply.changes, gpudirect=outcome["record"])
-    if module._diff:
-        result["diff"] = apply.diff
+    apply.report(result, gpudirect=outcome["record"])
     if outcome["fatal"]:
         module.fail_json(msg=outcome["fatal"], **result)
     module.exit_json(**result)

@@ -45,12 +45,6 @@ def test_version_code_matches_nccl_h():
     assert nccl.version_code("2.8.4") == 2804
 
 
-def test_parse_package_version():
-    assert nccl.parse_package_version("2.23.4-1+cuda12.6") == {"nccl": "2.23.4", "revision": 1, "cuda": "12.6"}
-    assert nccl.parse_package_version("2.23.4-1") is None
-    assert nccl.parse_package_version(None) is None
-
-
 def test_version_at_least():
     assert nccl.version_at_least("2.13.4", "2.13")
     assert not nccl.version_at_least("2.12.12", "2.13")

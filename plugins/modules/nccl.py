@@ -1,0 +1,217 @@
+#!/usr/bin/python
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+DOCUMENTATION = r"""
+---
+module: nccl
+short_description: Check role nccl's input and packages, pin the exact NCCL and write nccl.conf, only what differs
+description:
+  - Role C(gpucluster.fabric.nccl) around apt. Checks the input (the NCCL/CUDA pair, the build revision,
+    C(nccl_conf)'s names and values, NCCL's debug-only variables), every problem at once, then reads the installed
+    and offered packages (C(dpkg-query), C(apt-cache madison)) and refuses a build the repositories do not offer, or
+    a change of an installed NCCL without O(allow_version_change), before any change.
+  - Then writes the apt pin of the exact build (C(/etc/apt/preferences.d/gpucluster-nccl), so that apt never
+    prefers another) and O(conf_path), each only where it differs, and returns each change with its reason
+    (RV(changes)); apt installs the packages after it.
+  - With O(library=true), instead reads the version the installed C(libnccl.so.2) reports (C(ncclGetVersion)) and
+    fails when it is not the pinned one (another libnccl.so.2 may shadow it).
+  - With O(restore_pin), only writes the pin of that installed version (or removes it for V(absent)), as the role
+    does when an install fails, so that the host is left as it was.
+version_added: 0.1.0
+author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.posix
+  - gpucluster.fabric.applier
+options:
+  nccl_version:
+    description: The NCCL release, C(X.Y.Z) (role variable C(nccl_version)).
+    type: raw
+    required: true
+  cuda_version:
+    description: The CUDA C(major.minor) the build is for (C(nccl_cuda_version)).
+    type: raw
+    required: true
+  package_revision:
+    description: NVIDIA's Debian revision of the build (C(nccl_package_revision)).
+    type: raw
+    default: 1
+  conf:
+    description: The NCCL variables of C(/etc/nccl.conf) (C(nccl_conf)).
+    type: dict
+    default: {}
+  allow_debug_variables:
+    description: Debug-only NCCL variables the site allows in C(conf) (C(nccl_conf_allow_debug_variables)).
+    type: list
+    elements: raw
+    default: []
+  conf_path:
+    description: Where nccl.conf is written.
+    type: path
+    default: /etc/nccl.conf
+  install_dev:
+    description: Manage C(libnccl-dev) too (it is also managed when it is installed).
+    type: bool
+    default: false
+  allow_version_change:
+    description: Allow replacing an installed NCCL of another version.
+    type: bool
+    default: false
+  offered_index:
+    description: "C({package: [versions]}) read from the repository's signed index, checked before apt knows it."
+    type: dict
+    default: {}
+  before_repository:
+    description: Whether apt may not know the repository yet (the site preflight); check mode implies it.
+    type: bool
+    default: false
+  library:
+    description: Read the version the installed C(libnccl.so.2) reports and check it (after apt installed it).
+    type: bool
+    default: false
+  restore_pin:
+    description: Write only the pin of this installed version, or remove the pin with V(absent).
+    type: str
+    default: ""
+"""
+
+EXAMPLES = r"""
+- name: Check the input and the packages, pin NCCL 2.21.5 for CUDA 12.4 and write nccl.conf
+  gpucluster.fabric.nccl:
+    host: "{{ inventory_hostname }}"
+    nccl_version: "2.21.5"
+    cuda_version: "12.4"
+    conf: {NCCL_IB_HCA: [mlx5_0, mlx5_1]}
+  register: nccl
+"""
+
+RETURN = r"""
+package_version:
+  description: The exact Debian version, C(<nccl_version>-<revision>+cuda<major.minor>).
+  returned: success
+  type: str
+  sample: 2.21.5-1+cuda12.4
+installed:
+  description: "Installed NCCL packages, C({package: {version, held}})."
+  returned: success
+  type: dict
+packages:
+  description: The packages the role manages (C(libnccl2), and C(libnccl-dev) when asked for or installed).
+  returned: success
+  type: list
+  elements: str
+unverifiable:
+  description: Whether apt does not know the repository yet, so an installation cannot be simulated.
+  returned: success
+  type: bool
+version_code:
+  description: What C(ncclGetVersion) of the installed library returned (with O(library=true)).
+  returned: when library
+  type: int
+changes:
+  description: What was changed (or, in check mode, would be), each with why.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import ctypes  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import nccl as rules  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import (  # noqa: E402
+    ARGUMENT_SPEC as APPLIER_ARGUMENTS,
+)
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
+
+
+def loaded_version():
+    """ncclGetVersion of the libnccl.so.2 the dynamic loader finds, or an error text."""
+    try:
+        library = ctypes.CDLL("libnccl.so.2")
+    except OSError as exc:
+        return None, f"libnccl.so.2 cannot be loaded: {exc}"
+    version = ctypes.c_int()
+    if library.ncclGetVersion(ctypes.byref(version)) != 0:
+        return None, "ncclGetVersion failed"
+    return version.value, None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            **APPLIER_ARGUMENTS,
+            "nccl_version": {"type": "raw", "required": True},
+            "cuda_version": {"type": "raw", "required": True},
+            "package_revision": {"type": "raw", "default": 1},
+            "conf": {"type": "dict", "default": {}},
+            "allow_debug_variables": {"type": "list", "elements": "raw", "default": []},
+            "conf_path": {"type": "path", "default": "/etc/nccl.conf"},
+            "install_dev": {"type": "bool", "default": False},
+            "allow_version_change": {"type": "bool", "default": False},
+            "offered_index": {"type": "dict", "default": {}},
+            "before_repository": {"type": "bool", "default": False},
+            "library": {"type": "bool", "default": False},
+            "restore_pin": {"type": "str", "default": ""},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    apply = Applier(module)
+    header = params["header"]
+    nccl_version, cuda_version = params["nccl_version"], params["cuda_version"]
+
+    # 1. The input, every problem at once, before anything is read or changed.
+    conf = rules.conf_lines(params["conf"], params["allow_debug_variables"])
+    apply.refuse(rules.version_errors(nccl_version, cuda_version, params["package_revision"]) + conf["errors"])
+    package_version = rules.package_version(nccl_version, cuda_version, params["package_revision"])
+    result = {"changed": False, "changes": [], "package_version": package_version}
+
+    if params["restore_pin"]:
+        pin = None if params["restore_pin"] == "absent" else rules.pin_preferences(header, params["restore_pin"])
+        apply.file(rules.PREFERENCES, pin)
+        module.exit_json(**apply.report(result))
+
+    if params["library"]:
+        code, error = loaded_version()
+        expected = rules.version_code(nccl_version)
+        if error or code != expected:
+            apply.refuse(
+                [
+                    f"libnccl.so.2 reports NCCL {code if error is None else error} but {package_version} (code"
+                    f" {expected}) is pinned; another libnccl.so.2 may shadow it (ldconfig -p | grep nccl)."
+                ]
+            )
+        module.exit_json(**dict(result, version_code=code))
+
+    # 2. The packages: what is installed, what the repositories offer, and what the role may do.
+    dpkg, madison = rules.read_packages(module)
+    decision = rules.package_decision(
+        dpkg_text=dpkg,
+        madison_text=madison,
+        package_version=package_version,
+        nccl_version=nccl_version,
+        cuda_version=cuda_version,
+        install_dev=params["install_dev"],
+        allow_version_change=params["allow_version_change"],
+        offered_index=params["offered_index"],
+        before_repository=params["before_repository"] or module.check_mode,
+    )
+    apply.refuse(decision["errors"])
+    for note in conf["notes"]:
+        module.warn(f"{params['host'] or 'nccl'}: nccl_conf: {note}")
+    result.update({key: decision[key] for key in ("installed", "packages", "unverifiable")})
+    if decision["notes"]:
+        result["msg"] = " ".join(decision["notes"])
+    if params["state"] == "checked":
+        module.exit_json(**result)
+
+    # 3. The pin (before apt installs, so that apt's choice is the pinned build) and nccl.conf.
+    apply.file(rules.PREFERENCES, rules.pin_preferences(header, package_version))
+    apply.file(params["conf_path"], rules.conf_text(header, conf["lines"]))
+    module.exit_json(**apply.report(result))
+
+
+if __name__ == "__main__":
+    main()

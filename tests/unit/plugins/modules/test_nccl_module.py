@@ -1,0 +1,84 @@
+"""Module nccl run as Ansible runs it (a separate Python process with its arguments as JSON), its files on a tree.
+
+This machine has no NCCL and no CUDA repository, so the package decision is the one of a fresh host before
+cuda_repo ran (before_repository); installs, holds, version changes and the loaded library are proven against the
+lab's CUDA mirror by scenario nccl (and scenario site).
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _process  # noqa: E402
+
+PIN = "etc/apt/preferences.d/gpucluster-nccl"
+ARGS = {
+    "host": "gpu1",
+    "header": "#\n# Ansible managed\n#",
+    "nccl_version": "2.21.5",
+    "cuda_version": "12.4",
+    "conf": {"NCCL_IB_HCA": ["mlx5_0", "mlx5_1"], "NCCL_SOCKET_IFNAME": "=ib0"},
+    "before_repository": True,
+}
+
+
+def run_module(tmp_path, args, check=False, diff=False, **extra):
+    return _process.run_module("nccl", tmp_path, check, diff, **{**args, **extra})
+
+
+def test_pin_and_conf_written_once(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    conf = "/etc/nccl.conf"  # below root
+    predicted = run_module(tmp_path, ARGS, check=True, diff=True, root=str(root), conf_path=conf)
+    assert predicted["changed"] is True and not (root / "etc").exists()
+    assert predicted["package_version"] == "2.21.5-1+cuda12.4" and predicted["unverifiable"] is True
+    first = run_module(tmp_path, ARGS, root=str(root), conf_path=conf)
+    assert [change["what"] for change in first["changes"]] == ["/etc/apt/preferences.d/gpucluster-nccl", conf]
+    pin = (root / PIN).read_text()
+    assert pin.endswith("Package: libnccl2 libnccl-dev\nPin: version 2.21.5-1+cuda12.4\nPin-Priority: 1001\n")
+    assert (root / "etc/nccl.conf").read_text() == (
+        "#\n# Ansible managed\n#\nNCCL_IB_HCA==mlx5_0,mlx5_1\nNCCL_SOCKET_IFNAME==ib0\n"
+    )
+    assert run_module(tmp_path, ARGS, root=str(root), conf_path=conf)["changed"] is False
+
+
+def test_every_input_problem_at_once_before_any_change(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    bad = dict(ARGS, nccl_version="2.21", conf={"NCCL_ALGO": "Ring", "NCCL_CONF_FILE": "/x"})
+    result = run_module(tmp_path, bad, root=str(root))
+    assert result["failed"] is True and result["changed"] is False
+    lines = result["msg"].splitlines()
+    assert (
+        lines[0]
+        == "gpu1: nccl_version='2.21' is not an NCCL release number X.Y.Z; write it as a quoted string, e.g. '2.21.5'"
+    )
+    assert any("NCCL_ALGO is a debug-only NCCL variable" in line for line in lines)
+    assert any("NCCL_CONF_FILE is read from the environment only" in line for line in lines)
+    assert list(root.iterdir()) == []
+
+
+def test_a_build_the_repositories_do_not_offer_is_refused(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    index = {"libnccl2": ["2.23.4-1+cuda12.6"], "libnccl-dev": ["2.23.4-1+cuda12.6"]}
+    result = run_module(tmp_path, ARGS, root=str(root), offered_index=index)
+    assert result["failed"] is True and "is not offered by the configured apt repositories" in result["msg"]
+    assert list(root.iterdir()) == []
+
+
+def test_restore_pin(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    put_back = run_module(tmp_path, ARGS, root=str(root), restore_pin="2.18.3-1+cuda12.2")
+    assert put_back["changes"] == [{"what": "/etc/apt/preferences.d/gpucluster-nccl", "why": "it is missing"}]
+    assert "Pin: version 2.18.3-1+cuda12.2\n" in (root / PIN).read_text()
+    removed = run_module(tmp_path, ARGS, root=str(root), restore_pin="absent")
+    assert removed["changed"] is True and not (root / PIN).exists()
+
+
+def test_library_check_without_nccl_fails_with_the_fix(tmp_path):
+    result = run_module(tmp_path, ARGS, library=True)
+    assert result["failed"] is True
+    assert "libnccl.so.2 cannot be loaded" in result["msg"] and "ldconfig -p | grep nccl" in result["msg"]
