@@ -224,8 +224,7 @@ support-matrix: venv  ## write the README support matrix from the last `make mat
 tarball-smoke: venv images build  ## install the built tarball into a clean path; run FQCN roles and playbooks from it
 	tests/lab/tarball-smoke/run.sh $(VENV) $(TARBALL) $(ROOT)/.build/tarball-smoke $(LAB_SUITES)
 
-# make test's scenarios, version matrix and kernel lab at once: the role scenarios (`make molecule`), the reduced kernel
-# lab (`kernel-lab-beside`) and `make matrix`, which runs
+# make test's scenarios and version matrix at once: the role scenarios (`make molecule`) and `make matrix`, which runs
 # scenario site (every step, the fault tests included) with the newest ansible-core. CI leaves out the scenarios whose
 # checks run anyway: site (in the matrix), rdma_core (the role and its checks run in the tarball smoke of every release,
 # and in scenario site), fabric_interfaces_ifupdown (scenario site persists its interfaces with ifupdown) and default
@@ -238,23 +237,12 @@ CI_SKIPPED_SCENARIOS := site rdma_core fabric_interfaces_ifupdown default fabric
 CI_SCENARIOS := $(filter-out $(CI_SKIPPED_SCENARIOS),$(CONTAINER_SCENARIOS))
 .PHONY: scenarios
 scenarios: venv images mirror build controller-image $(MATRIX_HOST_STAMPS)
-	tests/lab/setup-host.sh --kernel-lab
-	$(MAKE) --no-print-directory -k -j3 molecule matrix kernel-lab-beside SCENARIOS="$(CI_SCENARIOS)" MOLECULE_JOBS=2 \
-	  MATRIX_JOBS=3 MOLECULE_BASE_CONFIGS=".config/molecule/config.yml .config/molecule/ci.yml .config/molecule/ssh.yml"
-
-# The reduced kernel lab beside the scenarios and the matrix (its two VMs mostly wait: boots, a reboot, traffic), at
-# lower CPU priority, its output in one log that is shown when it fails.
-KERNEL_LAB_LOG := $(ROOT)/.build/kernel-lab.log
-.PHONY: kernel-lab-beside
-kernel-lab-beside: venv
-	@mkdir -p $(dir $(KERNEL_LAB_LOG)); start=$$(date +%s); echo "START kernel lab (reduced), log $(KERNEL_LAB_LOG)"; \
-	if nice -n $(MOLECULE_NICE) $(MAKE) --no-print-directory kernel-lab-reduced >$(KERNEL_LAB_LOG) 2>&1; then \
-	  echo "PASS  kernel lab (reduced) ($$(( $$(date +%s) - start )) s)"; \
-	else tail -n 150 $(KERNEL_LAB_LOG); echo "FAIL  kernel lab (reduced) ($$(( $$(date +%s) - start )) s)"; exit 1; fi
+	$(MAKE) --no-print-directory -k -j2 molecule matrix SCENARIOS="$(CI_SCENARIOS)" MOLECULE_JOBS=2 MATRIX_JOBS=3 \
+	  MOLECULE_BASE_CONFIGS=".config/molecule/config.yml .config/molecule/ci.yml .config/molecule/ssh.yml"
 
 # make test runs its phases one after the other and prints how long each took (also on failure). The unit tests run in
 # `make scenarios`, on every release of the version matrix (`make unit` runs them on the main venv).
-TEST_PHASES := host-deps venv images lint build sanity scenarios
+TEST_PHASES := host-deps venv images lint build sanity scenarios kernel-lab-reduced
 TEST_TIMINGS := $(ROOT)/.build/test-timings.txt
 .PHONY: test
 test:  ## the test suite (what CI runs), with per-phase timings
