@@ -372,7 +372,7 @@ def test_every_step_runs_alone_by_its_tag_in_check_mode(lab):
     step that carries every step's tag), and a dry run changes nothing. One GPU node and the SM; three at a time."""
     tags = _step_tags()
     # The walker must find the steps of the roles that have several (an empty list would test nothing).
-    assert len(tags) >= 12 and len({tag.rsplit('_', 1)[0] for tag in tags}) >= 4, tags
+    assert len(tags) >= 12 and len({tag.rsplit("_", 1)[0] for tag in tags}) >= 4, tags
     limit = ",".join([GPUS[0], *SMS])
     before = {host: _state(host) for host in [GPUS[0], *SMS]}
     running = {}
