@@ -1,4 +1,4 @@
-"""playbooks/preflight.yml checks every role site.yml applies, each in its own rescued block, in site.yml's order."""
+"""playbooks/preflight.yml checks every role site.yml applies, each through one rescued include, in site.yml's order."""
 
 from pathlib import Path
 
@@ -8,22 +8,27 @@ from ansible_collections.gpucluster.fabric.plugins.filter.preflight import SITE_
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_one_rescued_block_per_site_role_in_order():
+def test_one_rescued_include_per_role_in_site_order():
     plays = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
     (checks,) = [
         task for play in plays for task in play.get("tasks", []) if task["name"] == "Run each role's input checks"
     ]
-    roles = []
-    for block in checks["block"]:
-        (imported,) = block["block"]
-        role = imported["ansible.builtin.import_role"]["name"].removeprefix("gpucluster.fabric.")
-        assert imported["ansible.builtin.import_role"]["tasks_from"] == "preflight"
-        assert block["when"] == f"'{role}' in __gpucluster_check_roles"
-        (kept,) = block["rescue"]
-        assert kept["vars"]["__gpucluster_problem"]["role"] == role
-        roles.append(role)
-    assert roles == list(SITE_ROLES)
-    assert "always" not in checks  # cuda_repo's probe removes its own downloads
+    assert checks["ansible.builtin.include_tasks"] == "tasks/role_checks.yml"
+    assert checks["loop"].lstrip().startswith("{{ __gpucluster_preflight_roles")
+    assert checks["loop_control"]["loop_var"] == "__gpucluster_check_role"
+    assert "always" not in checks.get("tags", [])  # cuda_repo's probe removes its own downloads
+    (block,) = yaml.safe_load((ROOT / "playbooks" / "tasks" / "role_checks.yml").read_text())
+    (included,) = block["block"]
+    assert included["ansible.builtin.include_role"] == {
+        "name": "gpucluster.fabric.{{ __gpucluster_check_role }}",
+        "tasks_from": "preflight",
+    }
+    (kept,) = block["rescue"]
+    assert kept["vars"]["__gpucluster_problem"]["role"] == "{{ __gpucluster_check_role }}"
+    # site_roles returns the roles in site.yml's order, the order the checks run in (cuda_repo before nccl)
+    assert list(SITE_ROLES).index("cuda_repo") < list(SITE_ROLES).index("nccl")
+    for role in SITE_ROLES:
+        assert (ROOT / "roles" / role / "tasks" / "preflight.yml").is_file(), role
 
 
 def test_site_imports_the_playbooks_of_every_role():
