@@ -77,6 +77,8 @@ class Applier:
             out.write(content)
         os.chmod(temporary, mode)
         self.module.atomic_move(temporary, real)
+        # atomic_move gives a new file the umask's mode (0644) and an existing one its old mode: set ours after it.
+        os.chmod(real, mode)
 
     def report(self, result, **extra):
         """``result`` with what changed (``changed``, ``changes``) and, in diff mode, the diff of each file."""

@@ -7,6 +7,7 @@ Pure functions over a sysfs root (``/sys`` on a host, a directory tree in unit t
 """
 
 import fnmatch
+import ipaddress
 import os
 
 ARPHRD_ETHER = 1
@@ -166,3 +167,138 @@ def detect_backend(root="/", unit_active=None):
     if ifupdown_installed(root):
         return "ifupdown"
     return None
+
+
+# --- applying mode, MTU and address at run time -----------------------------------------------------------------------
+
+
+def same_address(wanted, present):
+    """Whether the CIDR ``wanted`` is among ``present`` (the same address and prefix, however written)."""
+    try:
+        wanted_if = ipaddress.ip_interface(wanted)
+    except ValueError:
+        return False
+    for item in present:
+        try:
+            if ipaddress.ip_interface(item) == wanted_if:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+class LinkApplier:
+    """Makes one running interface match ``{name, mode, mtu, address, link_down_ok}``, changing only what differs.
+
+    The IPoIB mode first (a mode change resets the MTU), then the MTU while the link stays up (down/up only when the
+    kernel refuses and ``link_down_ok``), then admin up, then the address when missing. ``actions`` lists what was
+    done, or would be in check mode. ``module`` is the AnsibleModule (run_command, fail_json, warn, check_mode).
+    """
+
+    def __init__(self, module, sysfs_root="/sys"):
+        self.module = module
+        self.sysfs_root = sysfs_root
+        self.ip = module.get_bin_path("ip", required=True)
+        self.actions = []
+
+    @staticmethod
+    def valid_name(name):
+        return bool(name) and "/" not in name and name not in (".", "..")
+
+    def run_ip(self, *args):
+        return self.module.run_command([self.ip] + list(args), environ_update={"LC_ALL": "C"})
+
+    def addresses(self, name):
+        rc, out, err = self.run_ip("-o", "addr", "show", "dev", name)
+        if rc != 0:
+            self.module.fail_json(msg=f"ip addr show dev {name} failed: {err.strip()}", actions=self.actions)
+        return parse_ip_addr(out)
+
+    def state(self, name):
+        link = read_link(name, self.sysfs_root)
+        if not link["exists"]:
+            self.module.fail_json(msg=f"interface {name} does not exist (see ip -br link)", actions=self.actions)
+        link["addresses"] = self.addresses(name)
+        return {key: link[key] for key in ("mode", "mtu", "admin_up", "addresses")}
+
+    def set_mode(self, name, wanted, before):
+        if wanted is None:
+            return before["mtu"]
+        if before["mode"] is None:
+            self.module.warn(f"{name} has no mode: it is not an IPoIB netdev, mode {wanted} not applied")
+            return before["mtu"]
+        if before["mode"] == wanted:
+            return before["mtu"]
+        self.actions.append("{}: mode {} -> {}".format(name, before["mode"], wanted))
+        if self.module.check_mode:
+            return None
+        path = mode_path(name, self.sysfs_root)
+        try:
+            with open(path, "w") as handle:
+                handle.write(wanted + "\n")
+        except OSError as exc:
+            self.module.fail_json(msg=f"writing {wanted} to {path} failed: {exc}", actions=self.actions)
+        return read_link(name, self.sysfs_root)["mtu"]
+
+    def set_mtu(self, name, wanted, current_mtu, admin_up, link_down_ok):
+        if wanted is None or current_mtu == wanted:
+            return
+        self.actions.append(f"{name}: mtu {current_mtu} -> {wanted}")
+        if self.module.check_mode:
+            return
+        rc, _out, err = self.run_ip("link", "set", "dev", name, "mtu", str(wanted))
+        if rc == 0:
+            return
+        if not (link_down_ok and admin_up):
+            self.module.fail_json(
+                msg=f"{name}: the kernel refused mtu {wanted} on the running link ({err.strip()}); set "
+                "fabric_interfaces_link_down_ok: true to allow taking the link down for the change",
+                actions=self.actions,
+            )
+        self.actions.append(f"{name}: link down/up for the mtu change")
+        for args in (("down",), ("mtu", str(wanted)), ("up",)):
+            rc, _out, err = self.run_ip("link", "set", "dev", name, *args)
+            if rc != 0:
+                self.module.fail_json(
+                    msg="ip link set dev {} {} failed: {}".format(name, " ".join(args), err.strip()),
+                    actions=self.actions,
+                )
+
+    def set_up(self, name, admin_up):
+        if admin_up:
+            return
+        self.actions.append(f"{name}: link up")
+        if not self.module.check_mode:
+            rc, _out, err = self.run_ip("link", "set", "dev", name, "up")
+            if rc != 0:
+                self.module.fail_json(msg=f"ip link set dev {name} up failed: {err.strip()}", actions=self.actions)
+
+    def add_address(self, name, wanted, addresses):
+        if not wanted or same_address(wanted, addresses):
+            return
+        self.actions.append(f"{name}: address {wanted} added")
+        if not self.module.check_mode:
+            rc, _out, err = self.run_ip("addr", "add", wanted, "dev", name)
+            if rc != 0:
+                self.module.fail_json(
+                    msg=f"ip addr add {wanted} dev {name} failed: {err.strip()}", actions=self.actions
+                )
+
+    def apply(self, spec):
+        """Make the interface match ``spec``; its state before and after (predicted in check mode)."""
+        name, mode, mtu, address = spec["name"], spec.get("mode"), spec.get("mtu"), spec.get("address")
+        before = self.state(name)
+        mtu_after_mode = self.set_mode(name, mode, before)
+        self.set_mtu(name, mtu, mtu_after_mode, before["admin_up"], spec.get("link_down_ok", False))
+        self.set_up(name, before["admin_up"])
+        self.add_address(name, address, before["addresses"])
+        if not self.module.check_mode:
+            return before, self.state(name)
+        after = dict(before, admin_up=True)
+        if mode and before["mode"] is not None:
+            after["mode"] = mode
+        if mtu is not None:
+            after["mtu"] = mtu
+        if address and not same_address(address, before["addresses"]):
+            after["addresses"] = before["addresses"] + [address]
+        return before, after

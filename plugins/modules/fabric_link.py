@@ -75,132 +75,22 @@ actions:
   returned: always
   type: list
   elements: str
-  sample: ["mode connected -> datagram", "mtu 2044 -> 4092"]
+  sample: ["ib0: mode connected -> datagram", "ib0: mtu 2044 -> 4092"]
 """
 
-import ipaddress  # noqa: E402
-import os  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_link import mode_path, parse_ip_addr, read_link  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_link import LinkApplier  # noqa: E402
 
 
-def _same_address(wanted, present):
-    try:
-        wanted_if = ipaddress.ip_interface(wanted)
-    except ValueError:
-        return False
-    for item in present:
-        try:
-            if ipaddress.ip_interface(item) == wanted_if:
-                return True
-        except ValueError:
-            continue
-    return False
+class FabricLink(LinkApplier):
+    """One interface from the module's parameters; the result as the module returns it."""
 
-
-class FabricLink:
     def __init__(self, module):
-        self.module = module
-        self.params = module.params
-        self.ip = module.get_bin_path("ip", required=True)
-        self.actions = []
-
-    def run_ip(self, *args):
-        return self.module.run_command([self.ip] + list(args), environ_update={"LC_ALL": "C"})
-
-    def addresses(self, name):
-        rc, out, err = self.run_ip("-o", "addr", "show", "dev", name)
-        if rc != 0:
-            self.module.fail_json(msg=f"ip addr show dev {name} failed: {err.strip()}")
-        return parse_ip_addr(out)
-
-    def state(self, name):
-        link = read_link(name, self.params["sysfs_root"])
-        if not link["exists"]:
-            self.module.fail_json(msg=f"interface {name} does not exist (see ip -br link)")
-        link["addresses"] = self.addresses(name)
-        return {key: link[key] for key in ("mode", "mtu", "admin_up", "addresses")}
-
-    def set_mode(self, name, before):
-        wanted = self.params["mode"]
-        if wanted is None:
-            return before["mtu"]
-        if before["mode"] is None:
-            self.module.warn(
-                "{} has no {}: it is not an IPoIB netdev, mode {} not applied".format(name, "mode", wanted)
-            )
-            return before["mtu"]
-        if before["mode"] == wanted:
-            return before["mtu"]
-        self.actions.append("mode {} -> {}".format(before["mode"], wanted))
-        if self.module.check_mode:
-            return None
-        try:
-            with open(mode_path(name, self.params["sysfs_root"]), "w") as handle:
-                handle.write(wanted + "\n")
-        except OSError as exc:
-            self.module.fail_json(msg=f"writing {wanted} to {mode_path(name)} failed: {exc}")
-        return read_link(name, self.params["sysfs_root"])["mtu"]
-
-    def set_mtu(self, name, current_mtu, admin_up):
-        wanted = self.params["mtu"]
-        if wanted is None or current_mtu == wanted:
-            return
-        self.actions.append(f"mtu {current_mtu} -> {wanted}")
-        if self.module.check_mode:
-            return
-        rc, dummy, err = self.run_ip("link", "set", "dev", name, "mtu", str(wanted))
-        if rc == 0:
-            return
-        if not (self.params["link_down_ok"] and admin_up):
-            self.module.fail_json(
-                msg=f"{name}: the kernel refused mtu {wanted} on the running link ({err.strip()}); set "
-                "fabric_interfaces_link_down_ok: true to allow taking the link down for the change",
-                actions=self.actions,
-            )
-        self.actions.append("link down/up for the mtu change")
-        for args in (("down",), ("mtu", str(wanted)), ("up",)):
-            rc, dummy, err = self.run_ip("link", "set", "dev", name, *args)
-            if rc != 0:
-                self.module.fail_json(msg="ip link set dev {} {} failed: {}".format(name, " ".join(args), err.strip()))
-
-    def set_up(self, name, admin_up):
-        if admin_up:
-            return
-        self.actions.append("link up")
-        if not self.module.check_mode:
-            rc, dummy, err = self.run_ip("link", "set", "dev", name, "up")
-            if rc != 0:
-                self.module.fail_json(msg=f"ip link set dev {name} up failed: {err.strip()}")
-
-    def add_address(self, name, addresses):
-        wanted = self.params["address"]
-        if not wanted or _same_address(wanted, addresses):
-            return
-        self.actions.append(f"address {wanted} added")
-        if not self.module.check_mode:
-            rc, dummy, err = self.run_ip("addr", "add", wanted, "dev", name)
-            if rc != 0:
-                self.module.fail_json(msg=f"ip addr add {wanted} dev {name} failed: {err.strip()}")
+        super().__init__(module, module.params["sysfs_root"])
 
     def run(self):
-        name = self.params["name"]
-        before = self.state(name)
-        mtu_after_mode = self.set_mode(name, before)
-        self.set_mtu(name, mtu_after_mode, before["admin_up"])
-        self.set_up(name, before["admin_up"])
-        self.add_address(name, before["addresses"])
-        if self.module.check_mode:
-            after = dict(before, admin_up=True)
-            if self.params["mode"] and before["mode"] is not None:
-                after["mode"] = self.params["mode"]
-            if self.params["mtu"] is not None:
-                after["mtu"] = self.params["mtu"]
-            if self.params["address"] and not _same_address(self.params["address"], before["addresses"]):
-                after["addresses"] = before["addresses"] + [self.params["address"]]
-        else:
-            after = self.state(name)
+        spec = {key: self.module.params[key] for key in ("name", "mode", "mtu", "address", "link_down_ok")}
+        before, after = self.apply(spec)
         self.module.exit_json(changed=bool(self.actions), actions=self.actions, before=before, after=after)
 
 
@@ -216,7 +106,7 @@ def main():
         },
         supports_check_mode=True,
     )
-    if "/" in module.params["name"] or not os.path.basename(module.params["name"]):
+    if not LinkApplier.valid_name(module.params["name"]):
         module.fail_json(msg="name {!r} is not an interface name".format(module.params["name"]))
     FabricLink(module).run()
 

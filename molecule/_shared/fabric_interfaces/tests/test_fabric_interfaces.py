@@ -135,7 +135,8 @@ def test_netplan_reapplies_mtu(host, backend):
 @pytest.mark.parametrize("tag", STEPS)
 def test_each_step_runs_alone_in_check_mode(tag):
     """`--tags fabric_interfaces_<step> --check` on the converged host: the step finds what it reads (the preflight
-    and the fact carry every step's tag; converge.yml asserts the fact) and predicts no change."""
+    and the module, whose result is the fact, carry every step's tag; converge.yml asserts the fact) and predicts no
+    change."""
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     command = [shutil.which("ansible-playbook"), "-i", str(inventory), str(SHARED / "converge.yml")]
     # Molecule's environment forces colour, which would hide the recap from the pattern below.
@@ -144,4 +145,4 @@ def test_each_step_runs_alone_in_check_mode(tag):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     recap = re.findall(r"^\S+\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=0", proc.stdout, re.MULTILINE)
     assert recap and all(changed == "0" for _ok, changed in recap), proc.stdout[-4000:]
-    assert "Record the result" in proc.stdout
+    assert "Persist and apply the fabric interfaces" in proc.stdout

@@ -90,7 +90,7 @@ def test_mode_is_written_before_the_mtu(tmp_path, monkeypatch):
     module = FakeModule(tmp_path, name="ib0", mode="datagram", mtu=2044)
     result = run(module)
     assert result["changed"] is True
-    assert result["actions"] == ["mode connected -> datagram", "mtu 4092 -> 2044"]
+    assert result["actions"] == ["ib0: mode connected -> datagram", "ib0: mtu 4092 -> 2044"]
     assert (base / "mode").read_text() == "datagram\n"
     assert result["after"]["mtu"] == 2044
 
@@ -110,10 +110,10 @@ def test_check_mode_predicts_without_touching(tmp_path):
     module = FakeModule(tmp_path, check_mode=True, name="ib0", mode="datagram", mtu=4092, address="10.10.0.11/16")
     result = run(module)
     assert result["actions"] == [
-        "mode connected -> datagram",
-        "mtu None -> 4092",
-        "link up",
-        "address 10.10.0.11/16 added",
+        "ib0: mode connected -> datagram",
+        "ib0: mtu None -> 4092",
+        "ib0: link up",
+        "ib0: address 10.10.0.11/16 added",
     ]
     assert result["after"]["mtu"] == 4092 and result["after"]["mode"] == "datagram"
     assert (base / "mode").read_text() == "connected\n" and (base / "mtu").read_text() == "65520\n"
@@ -132,7 +132,7 @@ def test_refused_live_mtu_change_bounces_only_when_allowed(tmp_path):
     base = ipoib(tmp_path, mode="datagram", mtu=2044)
     module = FakeModule(tmp_path, refuse_live_mtu=True, name="ib0", mtu=4092, link_down_ok=True)
     result = run(module)
-    assert result["actions"] == ["mtu 2044 -> 4092", "link down/up for the mtu change"]
+    assert result["actions"] == ["ib0: mtu 2044 -> 4092", "ib0: link down/up for the mtu change"]
     link_commands = [c for c in module.commands if not c.startswith("-o addr")]
     assert link_commands[-3:] == ["link set dev ib0 down", "link set dev ib0 mtu 4092", "link set dev ib0 up"]
     assert (base / "mtu").read_text() == "4092\n"
@@ -143,7 +143,7 @@ def test_mode_on_a_device_without_mode_only_warns(tmp_path):
     (base / "mode").unlink()
     module = FakeModule(tmp_path, name="ib0", mode="datagram", mtu=4092)
     result = run(module)
-    assert result["actions"] == ["mtu 1500 -> 4092"]
+    assert result["actions"] == ["ib0: mtu 1500 -> 4092"]
     assert "not an IPoIB netdev" in module.warnings[0]
 
 
