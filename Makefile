@@ -132,7 +132,7 @@ molecule-run/%:
 	  echo "PASS  molecule test -s $$scenario on $$suite ($$(( $$(date +%s) - start )) s)"; \
 	else \
 	  echo "FAIL  molecule test -s $$scenario on $$suite ($$(( $$(date +%s) - start )) s); last lines of $$log:"; \
-	  tail -n 120 $$log; exit 1; \
+	  tail -n 120 $$log; $(ROOT)/tests/lab/why-failed.sh "molecule test -s $$scenario on $$suite" $$log; exit 1; \
 	fi
 
 KERNEL_SCENARIOS ?= $(sort $(filter kernel_%,$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
@@ -147,13 +147,17 @@ kernel-lab: venv  ## real-kernel lab: kernel_* scenarios on qemu VMs (Debian ker
 .PHONY: kernel-lab-reduced
 kernel-lab-reduced: venv  ## kernel lab without syntax/idempotence (data path and reboot checks kept)
 	tests/lab/setup-host.sh --kernel-lab
+	mkdir -p $(ROOT)/.build/kernel-lab
 	for scenario in $(KERNEL_SCENARIOS); do \
-	  start=$$(date +%s); echo "START kernel lab (reduced) -s $$scenario"; \
-	  rc=0; $(BIN)/molecule create -s $$scenario && $(BIN)/molecule converge -s $$scenario \
-	    && $(BIN)/molecule verify -s $$scenario || rc=$$?; \
-	  $(BIN)/molecule destroy -s $$scenario; \
-	  echo "$$([ $$rc -eq 0 ] && echo PASS || echo FAIL)  kernel lab (reduced) -s $$scenario ($$(( $$(date +%s) - start )) s)"; \
-	  [ $$rc -eq 0 ] || exit $$rc; \
+	  start=$$(date +%s); log=$(ROOT)/.build/kernel-lab/$$scenario.log; \
+	  echo "START kernel lab (reduced) -s $$scenario ($$log)"; \
+	  rc=0; { $(BIN)/molecule create -s $$scenario && $(BIN)/molecule converge -s $$scenario \
+	    && $(BIN)/molecule verify -s $$scenario; } >$$log 2>&1 || rc=$$?; \
+	  $(BIN)/molecule destroy -s $$scenario >>$$log 2>&1; \
+	  if [ $$rc -eq 0 ]; then echo "PASS  kernel lab (reduced) -s $$scenario ($$(( $$(date +%s) - start )) s)"; else \
+	    echo "FAIL  kernel lab (reduced) -s $$scenario ($$(( $$(date +%s) - start )) s); last lines of $$log:"; \
+	    tail -n 150 $$log; $(ROOT)/tests/lab/why-failed.sh "kernel lab (reduced) -s $$scenario" $$log; exit $$rc; \
+	  fi; \
 	done
 
 .PHONY: build
@@ -244,15 +248,19 @@ scenarios: venv images mirror build controller-image $(MATRIX_HOST_STAMPS)
 # `make scenarios`, on every release of the version matrix (`make unit` runs them on the main venv).
 TEST_PHASES := host-deps venv images lint build sanity scenarios kernel-lab-reduced
 TEST_TIMINGS := $(ROOT)/.build/test-timings.txt
+# What each failed run's log says of why (tests/lab/why-failed.sh writes it; make test prints it last on failure).
+TEST_FAILURES := $(ROOT)/.build/test-failures.txt
 .PHONY: test
 test:  ## the test suite (what CI runs), with per-phase timings
-	@mkdir -p $(dir $(TEST_TIMINGS)) && : >$(TEST_TIMINGS); \
+	@mkdir -p $(dir $(TEST_TIMINGS)) && : >$(TEST_TIMINGS) && rm -f $(TEST_FAILURES); \
 	for phase in $(TEST_PHASES); do \
 	  start=$$(date +%s); echo "=== make test: phase $$phase ($$(date -u +%H:%M:%S) UTC)"; rc=0; \
 	  $(MAKE) --no-print-directory $$phase || rc=$$?; \
 	  printf '%-20s %6s s  %s\n' "$$phase" "$$(( $$(date +%s) - start ))" "$$([ $$rc -eq 0 ] && echo passed || echo FAILED)" \
 	    >>$(TEST_TIMINGS); \
-	  if [ $$rc -ne 0 ]; then echo "make test: phase timings"; cat $(TEST_TIMINGS); exit $$rc; fi; \
+	  if [ $$rc -ne 0 ]; then echo "make test: phase timings"; cat $(TEST_TIMINGS); \
+	    if [ -s $(TEST_FAILURES) ]; then echo "make test: why (tests/lab/why-failed.sh)"; cat $(TEST_FAILURES); fi; \
+	    exit $$rc; fi; \
 	done; \
 	echo "make test: phase timings"; cat $(TEST_TIMINGS)
 	@echo "make test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"

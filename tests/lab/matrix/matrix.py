@@ -266,6 +266,10 @@ class Job:
             tail = text.splitlines()[-120:]
             print(f"FAIL  {self.title} ({seconds} s): {problem}; last lines of {self.log}:", flush=True)
             print("\n".join(tail), flush=True)
+            # The lines of the log that say why, for the end of `make test`'s output.
+            subprocess.run(
+                [str(ROOT / "tests/lab/why-failed.sh"), f"{self.title}: {problem}", str(self.log)], check=False
+            )
         else:
             print(f"PASS  {self.title} ({seconds} s)", flush=True)
         return {
