@@ -1,29 +1,9 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters for role fabric_interfaces: defaults, validation and MTU arithmetic (logic in module_utils)."""
+"""Filters for role fabric_interfaces: its preflight checks and its sysctls (logic in module_utils/fabric_mtu.py)."""
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_model, fabric_mtu
-
-
-def fabric_interfaces_errors(
-    interfaces,
-    host="localhost",
-    links=None,
-    enhanced_ipoib=None,
-    partitions=None,
-    roce_min_rdma_mtu=4096,
-    default_partition=None,
-):
-    return fabric_mtu.list_errors(
-        interfaces,
-        host=host,
-        links=links,
-        enhanced_ipoib=enhanced_ipoib,
-        partitions=partitions,
-        roce_min_rdma_mtu=int(roce_min_rdma_mtu or 0) or None,
-        default_partition=default_partition,
-    )
+from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_mtu
 
 
 def fabric_interfaces_preflight_errors(interfaces, checks=None):
@@ -32,10 +12,6 @@ def fabric_interfaces_preflight_errors(interfaces, checks=None):
     checks = dict(checks or {})
     checks["roce_min_rdma_mtu"] = int(checks.get("roce_min_rdma_mtu", 4096) or 0) or None
     return fabric_mtu.role_errors(interfaces, **checks)
-
-
-def fabric_interfaces_normalise(interfaces):
-    return [fabric_model.normalise_interface(iface) for iface in interfaces or []]
 
 
 def _wrap(function):
@@ -52,11 +28,6 @@ def _wrap(function):
 class FilterModule:
     def filters(self):
         return {
-            "fabric_interfaces_errors": fabric_interfaces_errors,
             "fabric_interfaces_preflight_errors": _wrap(fabric_interfaces_preflight_errors),
             "fabric_interfaces_sysctls": _wrap(fabric_mtu.fabric_sysctls),
-            "fabric_interfaces_normalise": fabric_interfaces_normalise,
-            "roce_active_mtu": _wrap(fabric_model.roce_active_mtu),
-            "ipoib_max_mtu": _wrap(fabric_model.ipoib_max_mtu),
-            "neigh_gc_thresholds": _wrap(fabric_mtu.neigh_gc_thresholds),
         }

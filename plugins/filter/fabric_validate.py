@@ -5,16 +5,14 @@
 Public: perftest_parse, nccl_tests_parse. Used by roles/fabric_validate: fabric_rdma_rounds, fabric_rdma_retry_rounds,
 fabric_rdma_part, fabric_perftest_json_capable,
 fabric_perftest_argv, fabric_rdma_round_record, fabric_nccl_run_records,
-fabric_preflight_errors, fabric_merge_thresholds, fabric_evaluate,
-fabric_expected_mtus, fabric_failure_lines, fabric_plot_series, fabric_sm_query_ports, fabric_sm_records
-(logic in plugins/module_utils/fabric_checks.py).
+fabric_preflight_errors, fabric_merge_thresholds, fabric_expected_mtus, fabric_sm_query_ports, fabric_sm_records;
+by its report template: fabric_md_cell.
+Public for module fabric_report_plot: fabric_plot_series (logic in plugins/module_utils/fabric_checks.py).
 Each filter is documented in <name>.yml.
 """
 
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
-    evaluate,
     expected_interface_mtus,
-    failure_lines,
     merge_thresholds,
     nccl_run_records,
     perftest_argv,
@@ -68,9 +66,7 @@ class FilterModule:
             # One mapping of the role's inputs, named as preflight_errors' parameters.
             "fabric_preflight_errors": lambda inputs: preflight_errors(**inputs),
             "fabric_merge_thresholds": merge_thresholds,
-            "fabric_evaluate": evaluate,
             "fabric_expected_mtus": expected_interface_mtus,
-            "fabric_failure_lines": failure_lines,
             "fabric_plot_series": plot_series,
             "fabric_md_cell": markdown_cell,
             "fabric_sm_query_ports": sm_query_ports,

@@ -5,12 +5,7 @@ module_utils)."""
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.fabric.plugins.module_utils import opensm_partitions as op
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import ib_mtu_code as _ib_mtu_code
 from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_input import input_errors
-
-
-def opensm_partitions_check(partitions, hostvars, groups, default_partition=None, host="localhost"):
-    return op.partition_errors(partitions, hostvars, groups, default_partition, host)[1]
 
 
 def opensm_input_errors(inputs, hostvars, groups, host="localhost", facts=None):
@@ -32,19 +27,10 @@ def opensm_allow_both_pkeys(partitions, hostvars, groups, default_partition=None
     return model["allow_both_pkeys"]
 
 
-def ib_mtu_code(value):
-    try:
-        return _ib_mtu_code(value)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"ib_mtu_code: {value!r}: {exc}") from None
-
-
 class FilterModule:
     def filters(self):
         return {
             "opensm_input_errors": opensm_input_errors,
-            "opensm_partitions_check": opensm_partitions_check,
             "opensm_partitions_conf": opensm_partitions_conf,
             "opensm_allow_both_pkeys": opensm_allow_both_pkeys,
-            "ib_mtu_code": ib_mtu_code,
         }

@@ -4,6 +4,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.fabric.plugins.filter.opensm import FilterModule as OpensmFilters
 from ansible_collections.gpucluster.fabric.plugins.filter.port_guid import FilterModule as GuidFilters
+from ansible_collections.gpucluster.fabric.plugins.module_utils import opensm_partitions as op
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import ib_mtu_code
 
 F = dict(GuidFilters().filters(), **OpensmFilters().filters())
 
@@ -29,13 +31,13 @@ def test_port_guid_error_is_a_filter_error_with_fix():
 
 
 def test_check_reports_ipoib_mtu_against_interfaces():
-    errors = F["opensm_partitions_check"](PARTS, HOSTVARS, GROUPS, {"ipoib": True, "mtu": 2048}, "sm1")
+    errors = op.partition_errors(PARTS, HOSTVARS, GROUPS, {"ipoib": True, "mtu": 2048}, "sm1")[1]
     assert len(errors) == 1 and errors[0].startswith("gpu1: fabric_interfaces[0].mtu=4092")
-    assert F["opensm_partitions_check"](PARTS, HOSTVARS, GROUPS, {"ipoib": True, "mtu": 4096}, "sm1") == []
+    assert op.partition_errors(PARTS, HOSTVARS, GROUPS, {"ipoib": True, "mtu": 4096}, "sm1")[1] == []
 
 
 def test_check_reports_inventory_errors_first():
-    errors = F["opensm_partitions_check"]([dict(PARTS[0], pkey=0)], HOSTVARS, GROUPS, None, "sm1")
+    errors = op.partition_errors([dict(PARTS[0], pkey=0)], HOSTVARS, GROUPS, None, "sm1")[1]
     assert len(errors) == 1 and errors[0].startswith("sm1: opensm_partitions[0].pkey=0x0000")
 
 
@@ -54,16 +56,9 @@ def test_conf_raises_listing_errors():
 
 
 def test_ib_mtu_code():
-    assert F["ib_mtu_code"](4096) == 5
-    with pytest.raises(AnsibleFilterError):
-        F["ib_mtu_code"](4092)
-
-
-def test_the_opensm_filter_uses_the_same_table():
-    # The Ansible-facing filter ib_mtu_code is the model's function behind an AnsibleFilterError.
-    from ansible_collections.gpucluster.fabric.plugins.filter import opensm
-
-    assert opensm.ib_mtu_code("4096") == opensm.ib_mtu_code(4096) == 5
+    assert ib_mtu_code(4096) == ib_mtu_code("4096") == 5
+    with pytest.raises(ValueError):
+        ib_mtu_code(4092)
 
 
 def test_input_errors_filter_reports_every_input_problem():
