@@ -20,6 +20,14 @@ ARGUMENT_SPEC = {
 }
 
 
+def steps_to_run(steps, run_tags, skip_tags, prefix):
+    """The steps of ``steps`` this run applies: those whose tag (``prefix`` + step) the run names, or all when it names
+    none of the role's tags (``--tags <prefix>preflight`` alone: none), less those it skips."""
+    named = [step for step in (*steps, "preflight") if prefix + step in (run_tags or [])]
+    chosen = [step for step in steps if step in named] if named else list(steps)
+    return [step for step in chosen if prefix + step not in (skip_tags or [])]
+
+
 def _why(before, content, mode):
     if before is None:
         return "it is missing"

@@ -16,6 +16,7 @@ udev(7), and rdma(8) (``rdma link add <name> type rxe netdev <if>``).
 import os
 import uuid
 
+from . import applier
 from .fabric_link import LinkApplier, detect_backend, parse_is_active, present_sysctls
 from .fabric_model import version_tuple
 
@@ -49,11 +50,8 @@ RELOAD = {
 
 
 def steps_to_run(run_tags, skip_tags, prefix="fabric_interfaces_"):
-    """The steps this run applies: those whose tag the run names, or all when it names none of the role's tags
-    (``--tags fabric_interfaces_preflight`` alone: none), less those it skips."""
-    named = [step for step in (*STEPS, "preflight") if prefix + step in (run_tags or [])]
-    chosen = [step for step in STEPS if step in named] if named else list(STEPS)
-    return [step for step in chosen if prefix + step not in (skip_tags or [])]
+    """The role's steps this run applies (applier.steps_to_run)."""
+    return applier.steps_to_run(STEPS, run_tags, skip_tags, prefix)
 
 
 def _family(address):

@@ -76,3 +76,41 @@ def test_missing_controller_deb_is_one_more_error(tmp_path):
         "cuda-keyring_1.1-1_all.deb there or leave it empty to download it"
     ]
     assert result["downloaded"] == []
+
+
+APPLY = """
+- name: Apply
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Apply with a controller .deb
+      gpucluster.fabric.cuda_repo:
+        base_url: "file://{fixtures}/unsigned"
+        distro: debian12
+        arch: x86_64
+        key_fingerprint: {key}
+        keyring_deb_src: "{deb}"
+        root: "{root}"
+        host: gpu01
+"""
+
+
+def test_the_applier_with_a_missing_controller_deb_fails_with_every_problem_and_writes_nothing(tmp_path):
+    root = tmp_path / "host"
+    (root / "var" / "lib" / "dpkg").mkdir(parents=True)
+    (root / "var" / "lib" / "dpkg" / "status").write_text("")
+    (root / "etc" / "apt" / "sources.list.d").mkdir(parents=True)
+    (root / "etc" / "apt" / "sources.list.d" / "other.list").write_text(
+        f"deb [trusted=yes] file://{FIXTURES}/signed/compute/cuda/repos/debian12/x86_64/ /\n"
+    )
+    playbook = tmp_path / "apply.yml"
+    missing = tmp_path / "nowhere.deb"
+    playbook.write_text(APPLY.format(fixtures=FIXTURES, key=LAB_KEY, deb=missing, root=root))
+    run = ansible_playbook(
+        tmp_path, "localhost,", playbook, "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"
+    )
+    assert run.returncode != 0
+    # one message: the controller's file and the host's other source entry, after the host's name
+    assert f"localhost: cuda_repo_keyring_deb={missing} is not a file on the controller" in run.stdout
+    assert "other.list" in run.stdout
+    assert sorted(p.name for p in (root / "etc" / "apt" / "sources.list.d").iterdir()) == ["other.list"]

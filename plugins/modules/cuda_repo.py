@@ -1,0 +1,194 @@
+#!/usr/bin/python
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+
+DOCUMENTATION = r"""
+---
+module: cuda_repo
+short_description: Add NVIDIA's CUDA apt repository through a verified cuda-keyring, changing only what differs
+version_added: 0.3.0
+description:
+  - The applier of role C(gpucluster.fabric.cuda_repo)'s steps, after the checks of
+    M(gpucluster.fabric.cuda_repo_probe) (the same code) - the inputs, the other apt sources of the repository, the
+    installed keyring and, when something must be verified, the cuda-keyring package and the repository's
+    signature. Any problem fails the task before anything changes, with every problem in one message.
+  - C(install) installs the verified cuda-keyring (C(dpkg -i) of the bytes just checked) when the installed one is not
+    O(keyring_version) or its keyring is not exactly O(key_fingerprint).
+  - C(configure) writes the keyring package's own source file with the one entry for O(base_url), signed by the
+    package's keyring. Refreshing apt's index afterwards is left to M(ansible.builtin.apt) (the role does it when
+    this task changed something or apt has no lists of the repository yet).
+  - In check mode it reports both and, when apt has no lists of the repository yet, returns the libnccl2/libnccl-dev
+    builds the verified index offers (RV(offered_nccl)), so that the nccl role can predict its installation.
+  - An action plugin of the same name reads O(keyring_deb_src) on the controller and passes its bytes to the module.
+options:
+  base_url:
+    description: Base URL holding C(compute/cuda/repos/<distro>/<arch>/) (C(https://), C(http://) or C(file://)).
+    type: str
+    required: true
+  distro:
+    description: NVIDIA repository name (C(ubuntu2204), C(debian12), ...); empty derives it from C(/etc/os-release).
+    type: str
+    default: ""
+  arch:
+    description: NVIDIA architecture directory (C(x86_64), C(sbsa)); empty derives it from the machine.
+    type: str
+    default: ""
+  keyring_version:
+    description: The cuda-keyring package version wanted.
+    type: str
+    default: "1.1-1"
+  key_fingerprint:
+    description: Fingerprint of the only key the repository keyring may hold (spaces and case are ignored).
+    type: str
+    required: true
+  keyring_deb_src:
+    description: Path on the controller to the cuda-keyring .deb to use instead of downloading it.
+    type: str
+    default: ""
+  keyring_deb_content:
+    description: Base64 of the .deb named by O(keyring_deb_src); set by the action plugin, not by hand.
+    type: str
+    default: ""
+  verify_signature:
+    description: Verify the repository's C(InRelease) with C(gpgv) against the keyring.
+    type: bool
+    default: true
+  validate_certs:
+    description: Validate TLS certificates when downloading.
+    type: bool
+    default: true
+  timeout:
+    description: Seconds per download attempt. A transient network error is retried twice, an HTTP answer is final.
+    type: int
+    default: 30
+  run_tags:
+    description:
+      - The run's C(ansible_run_tags). When it names some steps' tags (C(cuda_repo_install), C(cuda_repo_configure)),
+        only those steps run; C(cuda_repo_preflight) alone runs the checks only.
+    type: list
+    elements: str
+    default: []
+  skip_tags:
+    description: The run's C(ansible_skip_tags); the steps whose tags it names do not run.
+    type: list
+    elements: str
+    default: []
+author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.applier
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.posix
+notes:
+  - Needs C(dpkg-deb) and, to verify the signature, C(gpgv) on the host.
+"""
+
+EXAMPLES = r"""
+- name: Add NVIDIA's CUDA repository through the verified cuda-keyring
+  gpucluster.fabric.cuda_repo:
+    base_url: https://developer.download.nvidia.com
+    key_fingerprint: EB693B3035CD5710E231E123A4B469963BF863CC
+    host: "{{ inventory_hostname }}"
+    header: "{{ ansible_managed | comment }}"
+  register: cuda_repo_applied
+
+- name: Refresh apt's index when the repository changed
+  ansible.builtin.apt:
+    update_cache: true
+  when: cuda_repo_applied is changed or cuda_repo_applied.apt_lists | length == 0
+"""
+
+RETURN = r"""
+steps:
+  description: The steps this run applied.
+  returned: always
+  type: list
+  elements: str
+  sample: [install, configure]
+changes:
+  description: What was changed (or, in check mode, would be), each with why.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{what: package cuda-keyring, why: "installed none, wanted 1.1-1"}]
+list_path:
+  description: The source file written (the keyring package's own).
+  returned: always
+  type: str
+  sample: /etc/apt/sources.list.d/cuda-debian12-x86_64.list
+source_entry:
+  description: The one entry that file holds.
+  returned: always
+  type: str
+apt_lists:
+  description: apt's list files of the repository before this run; empty when apt did not know it yet.
+  returned: always
+  type: list
+  elements: str
+installed:
+  description: The installed cuda-keyring version and its keyring's fingerprints (after the installation).
+  returned: always
+  type: dict
+downloaded:
+  description: What was fetched from the repository in this call (C(cuda-keyring), C(InRelease), C(Packages.gz)).
+  returned: always
+  type: list
+  elements: str
+offered_nccl:
+  description: The libnccl2 and libnccl-dev versions in the verified package index, {package -> [versions]}.
+  returned: in check mode, when apt has no lists of the repository
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier, steps_to_run  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.cuda_repo_probe import probe_host  # noqa: E402
+
+STEPS = ("install", "configure")
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec={
+            **APPLIER_ARGUMENTS,
+            "base_url": {"type": "str", "required": True},
+            "distro": {"type": "str", "default": ""},
+            "arch": {"type": "str", "default": ""},
+            "keyring_version": {"type": "str", "default": "1.1-1", "no_log": False},
+            "key_fingerprint": {"type": "str", "required": True, "no_log": False},
+            "keyring_deb_src": {"type": "str", "default": "", "no_log": False},
+            "keyring_deb_content": {"type": "str", "default": "", "no_log": True},
+            "verify_signature": {"type": "bool", "default": True},
+            "validate_certs": {"type": "bool", "default": True},
+            "timeout": {"type": "int", "default": 30},
+            "run_tags": {"type": "list", "elements": "str", "default": []},
+            "skip_tags": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    params = module.params
+    applying = params["state"] == "present"
+    steps = steps_to_run(STEPS, params["run_tags"], params["skip_tags"], "cuda_repo_") if applying else []
+    # What the repository offers is read only where nothing else can tell: in check mode (or a check), before apt
+    # has lists of the repository. A real run refreshes apt's index instead.
+    params["offered_nccl"] = "auto" if module.check_mode or not applying else "never"
+    apply = Applier(module)
+    result, probe = probe_host(module, install="install" in steps, name="cuda_repo")
+    if probe.errors:
+        module.fail_json(msg="; ".join(probe.errors), **result)
+    why = result.pop("install_why", None)
+    if result.pop("changed"):
+        apply.changes.append({"what": "package cuda-keyring", "why": why})
+    if "configure" in steps:
+        entry = result["source_entry"] + "\n"
+        apply.file(result["list_path"], f"{params['header']}\n{entry}" if params["header"] else entry)
+    module.exit_json(**apply.report(result, steps=steps))
+
+
+if __name__ == "__main__":
+    main()
