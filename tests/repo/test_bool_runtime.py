@@ -38,6 +38,8 @@ STAND_INS = {
     "ansible_check_mode": False,
     "ansible_managed": "Ansible managed",
     "inventory_hostname": "gpu1",
+    "ansible_run_tags": ["all"],  # a run without --tags or --skip-tags
+    "ansible_skip_tags": [],
     # Gathered facts of a Debian 12 host: ansible-core 2.19.0 fails `ansible_facts['os_family'] | default(none)` when
     # ansible_facts itself is undefined (later 2.19 releases give the default).
     "ansible_facts": {"os_family": "Debian", "distribution": "Debian", "distribution_major_version": "12"},

@@ -35,4 +35,4 @@ def test_site_imports_the_playbooks_of_every_role():
     text = "".join((ROOT / "playbooks" / name).read_text() for name in ("rdma.yml", "nccl.yml", "interfaces.yml"))
     text += "".join((ROOT / "playbooks" / name).read_text() for name in ("opensm.yml", "validate.yml"))
     for role in SITE_ROLES:
-        assert f"role: gpucluster.fabric.{role}\n" in text and f"'{role}' in __gpucluster_roles" in text, role
+        assert f"name: gpucluster.fabric.{role}\n" in text and f"'{role}' in __gpucluster_roles" in text, role
