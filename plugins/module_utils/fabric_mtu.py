@@ -11,12 +11,12 @@ only judges an inventory against it and words the messages.
 import ipaddress
 import re
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_link import (
+from .fabric_link import (
     ARPHRD_ETHER,
     ARPHRD_INFINIBAND,
     link_type_name,
 )
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import (
+from .fabric_model import (
     DEFAULT_PKEY,
     INTERFACE_KEYS,
     IPOIB_MODES,

@@ -9,13 +9,13 @@ parsing itself lives in rdma_sysfs and nvidia_smi.
 
 import os
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.nvidia_smi import (
+from .nvidia_smi import (
     gpu_nic_affinity,
     parse_query_gpu_csv,
     parse_topo_matrix,
     summarize_gpus,
 )
-from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import (
+from .rdma_sysfs import (
     loaded_modules,
     merge_ibv_devinfo,
     parse_ibv_devinfo,

@@ -15,7 +15,7 @@ gathered facts into ``{mode, reason}``. The rules are those of the collection's 
 import os
 import re
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import version_tuple
+from .fabric_model import version_tuple
 
 MODES = ("auto", "peermem", "dmabuf", "none")
 MIN_KERNEL_DMABUF = (5, 12)

@@ -8,7 +8,7 @@ name the host, the variable, the value and the fix.
 
 import re
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import version_tuple
+from .fabric_model import version_tuple
 
 # NCCL's environment documentation (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) splits its
 # variables into "System configuration" and "Debugging"; the latter "should not be used in production nor retained

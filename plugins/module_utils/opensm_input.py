@@ -11,8 +11,8 @@ here as in the rest of the collection. Nothing here imports Ansible.
 
 import re
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import parse_int
-from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import (
+from .fabric_model import parse_int
+from .opensm_partitions import (
     GUID_FIX,
     normalize_port_guid,
     partition_errors,

@@ -15,7 +15,7 @@ preflight can print them all at once. Nothing here imports Ansible: the same cod
 
 import re
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import (
+from .fabric_model import (
     DEFAULT_PKEY,
     IPOIB_MODES,
     PKEY_MAX,

@@ -10,7 +10,7 @@ import ipaddress
 import os
 import re
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import roce_active_mtu
+from .fabric_model import roce_active_mtu
 
 _RATE_RE = re.compile(r"^\s*(?P<gbps>[0-9.]+)\s*Gb/sec(?:\s*\((?P<width>\d+)X\s*(?P<speed>\w+)\))?")
 _CODE_RE = re.compile(r"^\s*(?P<code>\d+)\s*:\s*(?P<name>.+?)\s*$")
