@@ -5,7 +5,10 @@
 
 from pathlib import Path
 
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpucluster.fabric.plugins.filter.preflight import argument_spec_without_defaults
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.declared_vars import (
     MODES,
     declared_names,
@@ -42,10 +45,39 @@ def _names(task, task_vars, host):
     return names | set(manager.extra_vars)
 
 
+def _spec(role):
+    """A role's main argument spec, its defaults left out: the inventory's values are judged, not the role's."""
+    path = COLLECTION_ROOT / "roles" / role / "meta" / "argument_specs.yml"
+    return argument_spec_without_defaults(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset({"mode"})
+    _VALID_ARGS = frozenset({"mode", "roles"})
+
+    def _check_specs(self, roles, task_vars):
+        """Each role's argument spec against the host's values, as ansible.builtin.validate_argument_spec checks it
+        (the values templated, ``validate_role_argument_spec``), one result per role as a looped task has them."""
+        results, failed = [], []
+        for role in roles:
+            entry = {"item": role, "changed": False, "failed": False}
+            spec, values, errors = _spec(role), {}, []
+            for name in spec:
+                if name in task_vars:
+                    try:
+                        values[name] = self._templar.template(task_vars[name])
+                    except Exception as exc:  # a value that cannot be templated fails its role's check only
+                        errors.append(f"{name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            if not errors:
+                errors = ArgumentSpecValidator(spec).validate(values, validate_role_argument_spec=True).error_messages
+            if errors:
+                entry.update(failed=True, argument_errors=errors)
+                entry["msg"] = "Validation of arguments failed:\n" + "\n".join(errors)
+            if entry["failed"]:
+                failed.append(role)
+            results.append(entry)
+        return {"results": results}, failed
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -53,6 +85,8 @@ class ActionModule(ActionBase):
         host = task_vars.get("inventory_hostname", "?")
         mode = self._task.args.get("mode", "error")
         result.update(changed=False, undeclared=[], messages=[])
+        if self._task.args.get("roles") is not None:
+            result["specs"], result["spec_failed"] = self._check_specs(list(self._task.args["roles"]), task_vars)
         if mode not in MODES:
             choices = ", ".join(MODES)
             result.update(failed=True, msg=f"{host}: gpucluster_unknown_vars={mode!r}: choose one of {choices}")

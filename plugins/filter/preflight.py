@@ -1,6 +1,7 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters of the site preflight: argument_spec_without_defaults and site_roles (each documented in <name>.yml)."""
+"""Filter site_roles of the site preflight (documented in site_roles.yml), and argument_spec_without_defaults, which
+action plugin declared_vars uses."""
 
 import difflib
 
@@ -66,4 +67,4 @@ def site_roles(value, gpu=None, sm=None):
 
 class FilterModule:
     def filters(self):
-        return {"argument_spec_without_defaults": argument_spec_without_defaults, "site_roles": site_roles}
+        return {"site_roles": site_roles}

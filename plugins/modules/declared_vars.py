@@ -15,6 +15,9 @@ description:
     the facts the roles publish, the playbooks' C(gpucluster_*) switches), so they cannot drift from the roles.
   - Facts, registered results and C(set_fact) values of earlier plays of the run, play vars and role defaults are
     not judged.
+  - With O(roles), it also checks the host's values against each of those roles' argument specs (their defaults
+    left out, so that the inventory's values are judged), as M(ansible.builtin.validate_argument_spec) would, and
+    returns the results in RV(specs); the site preflight does both in this one task.
   - Runs on the controller only; changes nothing.
 options:
   mode:
@@ -24,6 +27,10 @@ options:
     type: str
     choices: [error, warn, ignore]
     default: error
+  roles:
+    description: Roles of the collection whose argument specs to check the host's values against (none when unset).
+    type: list
+    elements: str
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes
@@ -48,4 +55,15 @@ messages:
   type: list
   elements: str
   returned: always
+specs:
+  description:
+    - One result per role of O(roles) in C(results), as a looped M(ansible.builtin.validate_argument_spec) returns
+      them (C(item), C(failed), and C(argument_errors) and C(msg) when the values were refused).
+  type: dict
+  returned: when O(roles) is set
+spec_failed:
+  description: The roles whose argument spec refused the host's values.
+  type: list
+  elements: str
+  returned: when O(roles) is set
 """
