@@ -28,13 +28,16 @@ start)
     # 9>&-: the service must not hold the start lock for ever
     setsid podman system service --time=0 "unix://$socket" >"$root/.cache/controller-podman.log" 2>&1 </dev/null 9>&- &
     echo $! >"$pidfile"
-    for _ in $(seq 100); do answers && break; sleep 0.1; done
+    # Up to 60 s: on a loaded 2-core machine (CI starting scenarios and building images beside it) the service has
+    # taken longer than 10 s to answer.
+    for _ in $(seq 600); do answers && break; sleep 0.1; done
     answers || { cat "$root/.cache/controller-podman.log" >&2; exit 1; }
   fi
   echo "$socket"
   ;;
 stop)
-  if [[ -f "$pidfile" ]] && grep -q "system.service" "/proc/$(cat "$pidfile")/cmdline" 2>/dev/null; then
+  # /proc/<pid>/cmdline separates the arguments with NUL bytes, which grep does not match with "."
+  if [[ -f "$pidfile" ]] && tr '\0' ' ' <"/proc/$(cat "$pidfile")/cmdline" 2>/dev/null | grep -q "system service"; then
     kill "$(cat "$pidfile")"
   fi
   rm -f "$pidfile"

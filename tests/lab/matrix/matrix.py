@@ -122,9 +122,11 @@ class Core:
         return env
 
     def output(self, argv, **extra):
-        return subprocess.run(
-            self.command(argv), env=self.env(**extra), cwd=ROOT, check=True, capture_output=True, text=True
-        ).stdout
+        done = subprocess.run(self.command(argv), env=self.env(**extra), cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:  # what the command said, not only that it failed
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-20:])
+            raise RuntimeError(f"{' '.join(self.command(argv))} exited {done.returncode}:\n{tail}")
+        return done.stdout
 
 
 def describe_core(core, claim):
