@@ -31,6 +31,19 @@ from .openpgp import (
 )
 
 C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+# The options of the repository and its keyring, the same in module cuda_repo_probe and module cuda_repo.
+PROBE_ARGUMENTS = {
+    "base_url": {"type": "str", "required": True},
+    "distro": {"type": "str", "default": ""},
+    "arch": {"type": "str", "default": ""},
+    "keyring_version": {"type": "str", "default": "1.1-1", "no_log": False},
+    "key_fingerprint": {"type": "str", "required": True, "no_log": False},
+    "keyring_deb_src": {"type": "str", "default": "", "no_log": False},
+    "keyring_deb_content": {"type": "str", "default": "", "no_log": True},
+    "verify_signature": {"type": "bool", "default": True},
+    "validate_certs": {"type": "bool", "default": True},
+    "timeout": {"type": "int", "default": 30},
+}
 DPKG_LOCK_WAIT = 60
 
 

@@ -143,7 +143,7 @@ offered_nccl:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier, steps_to_run  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.cuda_repo_probe import probe_host  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.cuda_repo_probe import PROBE_ARGUMENTS, probe_host  # noqa: E402
 
 STEPS = ("install", "configure")
 
@@ -152,16 +152,7 @@ def build_module():
     return AnsibleModule(
         argument_spec={
             **APPLIER_ARGUMENTS,
-            "base_url": {"type": "str", "required": True},
-            "distro": {"type": "str", "default": ""},
-            "arch": {"type": "str", "default": ""},
-            "keyring_version": {"type": "str", "default": "1.1-1", "no_log": False},
-            "key_fingerprint": {"type": "str", "required": True, "no_log": False},
-            "keyring_deb_src": {"type": "str", "default": "", "no_log": False},
-            "keyring_deb_content": {"type": "str", "default": "", "no_log": True},
-            "verify_signature": {"type": "bool", "default": True},
-            "validate_certs": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 30},
+            **PROBE_ARGUMENTS,
             "run_tags": {"type": "list", "elements": "str", "default": []},
             "skip_tags": {"type": "list", "elements": "str", "default": []},
         },
