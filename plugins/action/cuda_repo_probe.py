@@ -9,11 +9,9 @@ only into its own temporary directory and only when it has to verify or install 
 the host. A missing file is one more message in the module's ``errors``.
 """
 
-import base64
-
-from ansible.errors import AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import read_keyring_deb
 
 
 class ActionModule(ActionBase):
@@ -24,19 +22,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
-        source = args.get("keyring_deb_src") or ""
-        errors = []
-        if source:
-            try:
-                path = self._find_needle("files", source)
-                with open(path, "rb") as handle:
-                    args["keyring_deb_content"] = base64.b64encode(handle.read()).decode("ascii")
-            except (AnsibleError, OSError):
-                version = args.get("keyring_version") or "1.1-1"
-                errors.append(
-                    f"cuda_repo_keyring_deb={source} is not a file on the controller; copy NVIDIA's "
-                    f"cuda-keyring_{version}_all.deb there or leave it empty to download it"
-                )
+        errors = read_keyring_deb(args, lambda source: self._find_needle("files", source))
         if errors and self.ALWAYS_FAILS:
             args["state"] = "checked"  # the applier only checks, for every other problem, and changes nothing
         result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))

@@ -79,14 +79,9 @@ class ActionModule(ActionBase):
             results.append(entry)
         return {"results": results}, failed
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        task_vars = task_vars or {}
-        host = task_vars.get("inventory_hostname", "?")
-        mode = self._task.args.get("mode", "error")
-        result.update(changed=False, undeclared=[], messages=[])
-        if self._task.args.get("roles") is not None:
-            result["specs"], result["spec_failed"] = self._check_specs(list(self._task.args["roles"]), task_vars)
+    def _declared(self, task_vars, host, mode):
+        """The undeclared-variable check's result (without specs)."""
+        result = {"changed": False, "undeclared": [], "messages": []}
         if mode not in MODES:
             choices = ", ".join(MODES)
             result.update(failed=True, msg=f"{host}: gpucluster_unknown_vars={mode!r}: choose one of {choices}")
@@ -102,4 +97,13 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=failure_message(messages))
         elif messages:
             result["warnings"] = messages
+        return result
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        host = task_vars.get("inventory_hostname", "?")
+        if self._task.args.get("roles") is not None:
+            result["specs"], result["spec_failed"] = self._check_specs(list(self._task.args["roles"]), task_vars)
+        result.update(self._declared(task_vars, host, self._task.args.get("mode", "error")))
         return result

@@ -355,6 +355,24 @@ def conf_text(header, lines):
     return _text(header, lines)
 
 
+def installed_version(module, package):
+    """The installed version of a Debian package, or None."""
+    rc, out, _err = module.run_command(["dpkg-query", "--show", "--showformat", "${Version}", package])
+    return out.strip() or None if rc == 0 else None
+
+
+def feature_errors(module, features, table, versions):
+    """The problems of ``nccl_required_features`` on this host, each naming the variable; unknown versions warned."""
+    if not features:
+        return []
+    versions = dict(versions, **{"rdma-core": installed_version(module, "rdma-core")})
+    report = feature_report(features, table, versions)
+    for text in report["unchecked"]:
+        module.warn(f"nccl_required_features not checked: {text}")
+    prefix = "nccl_required_features: "
+    return [error if error.startswith(prefix) else prefix + error for error in report["errors"]]
+
+
 def read_packages(module):
     """(dpkg-query's, apt-cache madison's) output for the NCCL packages; ``module``: an AnsibleModule."""
     showformat = "${Package} ${Version} ${db:Status-Want} ${db:Status-Status}\n"

@@ -66,6 +66,7 @@ options:
     default: []
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
+  - gpucluster.fabric.role_checks
   - gpucluster.fabric.applier
   - gpucluster.fabric.attributes
   - gpucluster.fabric.attributes.posix
@@ -124,6 +125,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model imp
 def main():
     module = AnsibleModule(
         argument_spec={
+            "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
             **APPLIER_ARGUMENTS,
             "interfaces": {"type": "list", "elements": "dict", "required": True},
             "backend": {"type": "str", "default": "auto", "choices": ["auto", *rules.BACKENDS]},

@@ -32,7 +32,7 @@ options:
   roce_qos:
     description:
       - RoCE interface name to the QoS settings role gpucluster.fabric.roce_qos applied (its fact
-        C(gpucluster_roce_qos.interfaces)); each is read back as M(gpucluster.fabric.roce_qos) reads it in check
+        C(gpucluster_roce_qos.settings)); each is read back as M(gpucluster.fabric.roce_qos) reads it in check
         mode, from the host's own C(/sys) and configfs (not below O(root)).
     type: dict
     default: {}
@@ -52,6 +52,7 @@ options:
     type: int
     default: 3
 extends_documentation_fragment:
+  - gpucluster.fabric.role_checks
   - gpucluster.fabric.attributes
   - gpucluster.fabric.attributes.info_module
   - gpucluster.fabric.attributes.posix
@@ -131,6 +132,7 @@ GPU_KEYS = ("gpu_present", "skipped_reason", "gpus", "affinity", "nic_count", "f
 def build_module():
     return AnsibleModule(
         argument_spec={
+            "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
             **RDMA_ARGUMENT_SPEC,
             **GPU_ARGUMENT_SPEC,
             "nccl_conf_path": {"type": "path", "default": "/etc/nccl.conf"},

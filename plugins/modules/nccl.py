@@ -66,6 +66,19 @@ options:
     description: Whether apt may not know the repository yet (the site preflight); check mode implies it.
     type: bool
     default: false
+  required_features:
+    description:
+      - Features this host must support (V(dmabuf), V(nvls), V(ib_gid_auto), V(conf_file_env)), each checked against
+        O(feature_minimums) for the NCCL and CUDA versions given, the running kernel and the installed rdma-core; a
+        component whose version is unknown is warned about as not checked, never passed.
+    type: list
+    elements: str
+    default: []
+  feature_minimums:
+    description: Rows C({feature, component, minimum, source}), the role's table of minimum versions with sources.
+    type: list
+    elements: dict
+    default: []
   library:
     description: Read the version the installed C(libnccl.so.2) reports and check it (after apt installed it).
     type: bool
@@ -117,6 +130,7 @@ changes:
 """
 
 import ctypes  # noqa: E402
+import platform  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import nccl as rules  # noqa: E402
@@ -152,6 +166,8 @@ def main():
             "allow_version_change": {"type": "bool", "default": False},
             "offered_index": {"type": "dict", "default": {}},
             "before_repository": {"type": "bool", "default": False},
+            "required_features": {"type": "list", "elements": "str", "default": []},
+            "feature_minimums": {"type": "list", "elements": "dict", "default": []},
             "library": {"type": "bool", "default": False},
             "restore_pin": {"type": "str", "default": ""},
         },
@@ -198,7 +214,9 @@ def main():
         offered_index=params["offered_index"],
         before_repository=params["before_repository"] or module.check_mode,
     )
-    apply.refuse(decision["errors"])
+    versions = {"nccl": str(nccl_version), "cuda": str(cuda_version), "kernel": platform.release()}
+    features = rules.feature_errors(module, params["required_features"], params["feature_minimums"], versions)
+    apply.refuse(decision["errors"] + features)
     for note in conf["notes"]:
         module.warn(f"{params['host'] or 'nccl'}: nccl_conf: {note}")
     result.update({key: decision[key] for key in ("installed", "packages", "unverifiable")})

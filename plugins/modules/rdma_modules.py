@@ -92,10 +92,20 @@ EXAMPLES = r"""
 
 RETURN = r"""
 gpudirect:
-  description: GPUDirect RDMA as set up here (the fact C(gpucluster_gpudirect)).
+  description: GPUDirect RDMA as set up here, C({mode, reason}).
   returned: always
   type: dict
   sample: {mode: dmabuf, reason: "DMA-BUF: kernel 6.1.0-18-amd64 >= 5.12, ..."}
+mode:
+  description:
+    - The GPUDirect RDMA mode set up (V(dmabuf), V(peermem) or V(none)); role rdma_modules registers the result as
+      the fact C(gpucluster_gpudirect).
+  returned: when applied
+  type: str
+reason:
+  description: Why that mode.
+  returned: when applied
+  type: str
 wanted:
   description: Every module the host loads at boot, in load order, C(-) spelled C(_).
   returned: always
@@ -205,7 +215,8 @@ def main():
     apply.file(rules.PEERMEM_CONF, peermem)
     for warning in outcome["warnings"]:
         module.warn(warning)
-    apply.report(result, gpudirect=outcome["record"])
+    # The record also at the top: role rdma_modules registers this result as the fact gpucluster_gpudirect.
+    apply.report(result, gpudirect=outcome["record"], **outcome["record"])
     if outcome["fatal"]:
         module.fail_json(msg=outcome["fatal"], **result)
     module.exit_json(**result)

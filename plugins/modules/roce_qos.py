@@ -72,6 +72,7 @@ options:
     default: /
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
+  - gpucluster.fabric.role_checks
   - gpucluster.fabric.attributes
   - gpucluster.fabric.attributes.posix
 attributes:
@@ -106,6 +107,15 @@ unsupported:
   returned: always
   type: list
   elements: str
+settings:
+  description: O(interfaces) as asked (added by the action plugin; role roce_qos registers the result as the fact
+    C(gpucluster_roce_qos)).
+  returned: always
+  type: dict
+require_pfc:
+  description: O(require_pfc) as asked (added by the action plugin).
+  returned: always
+  type: bool
 changes:
   description: What O(persist) changed (or, in check mode, would), each with why.
   returned: always
@@ -137,6 +147,7 @@ def _no_pfc(results):
 def main():
     module = AnsibleModule(
         argument_spec={
+            "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
             "interfaces": {"type": "dict", "required": True},
             "require_pfc": {"type": "bool", "default": False},
             "warn_unsupported": {"type": "bool", "default": True},

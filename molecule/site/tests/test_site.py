@@ -179,6 +179,31 @@ def test_opensm_master_with_tenant_partition(name):
         assert "0x8101" in pkeys, pkeys
 
 
+@pytest.mark.parametrize("name", [*GPU_NODES, *SUBNET_MANAGERS])
+def test_intent_on_the_node_root_only_and_without_keys(name):
+    """Each host holds its intent (gpucluster.fabric.intent): the roles it got, each applier's values; root's only;
+    OpenSM's keys are not in it (they stay in opensm.conf, which OpenSM reads)."""
+    host = _host(name)
+    intent_file = host.file("/etc/gpucluster/fabric.json")
+    assert intent_file.user == "root" and intent_file.mode == 0o600
+    intent = json.loads(intent_file.content_string)
+    assert intent["schema"] == 1 and intent["host"] == name
+    variables = _vars(name)
+    if name in GPU_NODES:
+        roles = {"rdma_core", "rdma_modules", "cuda_repo", "nccl", "fabric_interfaces", "roce_qos", "fabric_validate"}
+        assert roles == set(intent["roles"])
+        assert intent["roles"]["nccl"]["nccl_version"] == "2.21.5"
+        (eth1,) = [i for i in intent["roles"]["fabric_interfaces"]["interfaces"] if i["name"] == "eth1"]
+        assert eth1["mtu"] == 4200
+    else:
+        assert set(intent["roles"]) == {"opensm"}
+        assert intent["roles"]["opensm"]["opensm_partitions"][0]["pkey"] == "0x0101"
+        for key in ("opensm_m_key", "opensm_sm_key", "opensm_sa_key"):
+            assert key not in intent["roles"]["opensm"]
+            value = str(variables.get(key) or "")
+            assert not value or value[2:].lstrip("0") not in intent_file.content_string, key
+
+
 def _latest_run():
     reports = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
     runs = sorted(p for p in reports.iterdir() if (p / "report.json").is_file())

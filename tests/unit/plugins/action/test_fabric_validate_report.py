@@ -175,12 +175,14 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
     assert "changed=1" not in again.stdout
 
 
-def test_health_tier_takes_ten_task_slots(tmp_path):
-    # Nine, and the sminfo query of check sm.master (a loop over the InfiniBand ports: none here).
+def test_health_tier_takes_eight_task_slots(tmp_path):
+    # The argument spec, the checks with the read (one task), the sminfo query of check sm.master (a loop over the
+    # InfiniBand ports: none here), the record, the measured tiers' include (skipped), the report, its line, the
+    # failures.
     run = _run(tmp_path, "-e", '{"fabric_validate_tiers": ["health"], "fabric_validate_fail_on_failure": false}')
     assert run.returncode == 0, run.stdout + run.stderr
     tasks = _tasks(run)
-    assert len(tasks) == 10, tasks
+    assert len(tasks) == 8, tasks
     run_dir = tmp_path / "reports" / "fixed"
     report = json.loads((run_dir / "report.json").read_text())
     assert report["hosts"]["vm1"]["rdma"] == []
@@ -226,9 +228,9 @@ def test_each_step_runs_alone_in_check_mode(tmp_path, step):
     run = _run(tmp_path, "--check", "--tags", f"fabric_validate_{step}")
     assert run.returncode == 0, run.stdout + run.stderr
     tasks = _tasks(run)
-    assert "Fail on bad input before running anything" in tasks
+    assert "Read RDMA devices and ports, GPUs, nccl.conf and interface MTUs" in tasks  # the checks run first in it
     expected = {
-        "preflight": "Fail on bad input before running anything",
+        "preflight": "Read RDMA devices and ports, GPUs, nccl.conf and interface MTUs",
         "collect": "Record what was read",
         "rdma": "Record the client's and the server's results",
         "nccl": "Record the benchmark's output, or why none ran",
@@ -247,7 +249,9 @@ def test_bad_input_fails_in_preflight_with_every_message(tmp_path):
     assert run.returncode == 2, out
     assert "fabric_validate_tiers contains unknown tier 'speed'" in out
     assert "fabric_validate_measurements must be {rdma: [{test: ib_write_bw|ib_write_lat, peer, output}]" in out
-    assert "Read RDMA devices and ports" not in out
+    # The checks fail the read's task before the module runs: nothing was read or recorded.
+    assert "fatal: [vm1]: FAILED!" in out
+    assert "TASK [gpucluster.fabric.fabric_validate : Record what was read]" not in out
 
 
 def test_build_report_judges_and_lists_each_hosts_failures():

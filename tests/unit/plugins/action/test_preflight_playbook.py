@@ -4,6 +4,7 @@ The roles checked are limited with gpucluster_roles to rdma_core and nccl, whose
 (dpkg, apt-cache): the others probe hardware or download from NVIDIA's repository.
 """
 
+import json
 import sys
 from pathlib import Path
 
@@ -67,8 +68,49 @@ def test_five_mistakes_five_messages_one_run(tmp_path):
         "gpu02: gpucluster.fabric.nccl: argument 'nccl_hold' is of type",  # nccl's argument spec
         "gpu02: bad name! in rdma_core_extra_packages is not a valid package name",  # other host
     ]
-    report = out.split("TASK [Report every problem of the host, or record the roles checked]")[1]
+    report = out.split("TASK [Check the inventory and the hosts before any change]")[1]
     for message in expected:
         assert message in report, (message, report)
     assert "gpu01: 3 problems in the inventory" in report and "gpu02: 2 problems in the inventory" in report
     assert "checked=" not in out  # the user's plays never ran
+
+
+INTENT_PLAYBOOK = """
+- name: The collection's checks first
+  ansible.builtin.import_playbook: gpucluster.fabric.preflight
+- name: The intent it computed
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Show the intent
+      ansible.builtin.debug:
+        msg: "INTENT={{ ansible_facts.gpucluster_fabric_intent | to_json }}"
+"""
+
+
+def test_the_intent_is_each_appliers_arguments_defaulted(tmp_path):
+    """Every check passed: the host's intent is one fact, for each role its applier's arguments as the role's own
+    task file gives them (role defaults filled in, the inventory's values over them), less what steers one run."""
+    good = {"nccl_version": "2.21.5", "nccl_cuda_version": "12.4", "nccl_conf": {"NCCL_SOCKET_IFNAME": "=ib0"}}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  vars:\n    ansible_connection: local\n"
+        f"    ansible_python_interpreter: {sys.executable}\n"
+        "    gpucluster_roles: [rdma_core, nccl]\n    rdma_core_memlock: 1048576\n"
+        f"  children:\n    gpu_nodes:\n      hosts:\n        gpu01: {good!r}\n"
+    )
+    playbook = tmp_path / "intent.yml"
+    playbook.write_text(INTENT_PLAYBOOK)
+    run = ansible_playbook(tmp_path, inventory, playbook, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    line = next(line for line in out.splitlines() if '"msg": "INTENT=' in line)
+    document = json.loads(json.loads("{" + line.strip() + "}")["msg"][len("INTENT=") :])
+    assert document["schema"] == 1 and document["host"] == "gpu01"
+    assert set(document["roles"]) == {"rdma_core", "nccl"}
+    nccl = document["roles"]["nccl"]
+    assert nccl["nccl_version"] == "2.21.5" and nccl["conf"] == {"NCCL_SOCKET_IFNAME": "=ib0"}
+    assert nccl["conf_path"] == "/etc/nccl.conf"  # the role's default
+    assert nccl["required_features"] == [] and nccl["feature_minimums"][0]["feature"] == "dmabuf"  # role vars
+    assert {"state", "header", "host", "offered_index"}.isdisjoint(nccl)
+    assert document["roles"]["rdma_core"]["memlock"] == "1048576"

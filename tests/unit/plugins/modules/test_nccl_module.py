@@ -6,6 +6,7 @@ lab's CUDA mirror by scenario nccl (and scenario site).
 """
 
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -82,3 +83,41 @@ def test_library_check_without_nccl_fails_with_the_fix(tmp_path):
     result = run_module(tmp_path, ARGS, library=True)
     assert result["failed"] is True
     assert "libnccl.so.2 cannot be loaded" in result["msg"] and "ldconfig -p | grep nccl" in result["msg"]
+
+
+MINIMUMS = [
+    {"feature": "nvls", "component": "nccl", "minimum": "2.17", "source": "release notes"},
+    {"feature": "dmabuf", "component": "kernel", "minimum": "999.0", "source": "kernel docs"},
+    {"feature": "dmabuf", "component": "rdma-core", "minimum": "34", "source": "rdma-core v34"},
+]
+
+
+def test_feature_minimums_are_checked_with_the_other_input_before_any_change(tmp_path):
+    """A kernel below a feature's minimum fails with the source; this machine's rdma-core (none, or a version) is
+    judged or warned about as not checked, never passed; an unknown feature is named with the known ones."""
+    root = tmp_path / "root"
+    root.mkdir()
+    args = dict(ARGS, required_features=["nvls", "dmabuf", "rdma_magic"], feature_minimums=MINIMUMS)
+    result = run_module(tmp_path, args, root=str(root), state="checked")
+    assert result["failed"] is True and list(root.iterdir()) == []
+    lines = result["msg"].splitlines()
+    kernel = os.uname().release
+    assert f"gpu1: nccl_required_features: dmabuf needs kernel >= 999.0 (kernel docs): this host has {kernel}" in lines
+    assert "gpu1: nccl_required_features: unknown feature 'rdma_magic'; known: dmabuf, nvls" in lines
+    assert not any(line.startswith("gpu1: nccl_required_features: nvls") for line in lines)  # 2.21.5 >= 2.17
+    installed = subprocess.run(
+        ["dpkg-query", "--show", "--showformat", "${Version}", "rdma-core"], capture_output=True, text=True, check=False
+    )
+    if installed.returncode != 0:  # no rdma-core here: not checked, said so
+        assert "rdma-core version unknown on this host" in str(result["warnings"]), result
+    elif int(installed.stdout.split(".")[0]) < 34:
+        assert any("dmabuf needs rdma-core >= 34" in line for line in lines)
+    else:
+        assert not any("rdma-core" in line for line in lines) and "rdma-core" not in str(result.get("warnings"))
+
+
+def test_features_met_pass(tmp_path):
+    minimums = [row for row in MINIMUMS if row["component"] == "nccl"]
+    args = dict(ARGS, required_features=["nvls"], feature_minimums=minimums)
+    result = run_module(tmp_path, args, root=str(tmp_path), state="checked")
+    assert not result.get("failed"), result

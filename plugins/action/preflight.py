@@ -1,0 +1,77 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+"""Action plugin gpucluster.fabric.preflight (documented in plugins/modules/preflight.py): every check of a host in
+one task. The minimal facts (gathered when the host has none), the undeclared-variable check and the argument specs
+(declared_vars' code), then each role's own checks (plugins/plugin_utils/role_checks.py), none stopping the others,
+and one report of every problem (plugins/plugin_utils/preflight.py)."""
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.gpucluster.fabric.plugins.action.declared_vars import ActionModule as DeclaredVarsAction
+from ansible_collections.gpucluster.fabric.plugins.filter.preflight import SITE_ROLES
+from ansible_collections.gpucluster.fabric.plugins.module_utils.intent import document
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.preflight import failure_message, report
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import RoleChecksMixin
+
+
+class ActionModule(RoleChecksMixin, DeclaredVarsAction):
+    TRANSFERS_FILES = False
+    _requires_connection = True
+    _VALID_ARGS = frozenset({"roles", "unknown_vars", "argument_specs", "intent"})
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(DeclaredVarsAction, self).run(tmp, task_vars)  # ActionBase's
+        task_vars = dict(task_vars or {})
+        host = task_vars.get("inventory_hostname", "?")
+        args = self._task.args
+        roles = [role for role in SITE_ROLES if role in list(args.get("roles") or [])]
+        unknown = sorted(set(args.get("roles") or []) - set(SITE_ROLES))
+        if unknown:
+            raise AnsibleError(f"preflight: unknown roles {', '.join(unknown)}; the roles are {', '.join(SITE_ROLES)}")
+        result["changed"] = False
+
+        facts, failure = self._gather(task_vars)
+        if failure:
+            return failure
+        if facts:
+            result["ansible_facts"] = facts
+
+        declared, specs, spec_failed = None, None, []
+        mode = args.get("unknown_vars")
+        if mode is not None:
+            declared = self._declared(task_vars, host, mode)
+        if boolean(args.get("argument_specs", True), strict=False):
+            specs, spec_failed = self._check_specs(roles, task_vars)
+            result["specs"] = specs
+
+        checks = self._checks(task_vars)
+        problems, result["checks_run"] = [], []
+        for role in roles:
+            if role in spec_failed:
+                continue  # its checks would trip on the values its spec refused
+            result["checks_run"].append(role)
+            for message in checks.run(role):
+                problems.append({"role": role, "msg": message})
+        if checks.shared.get("offered_nccl") is not None:
+            result["offered_nccl"] = checks.shared["offered_nccl"]
+        if (declared or {}).get("warnings"):
+            result["warnings"] = list(declared["warnings"])
+
+        if boolean(args.get("intent", False), strict=False) and not problems and not spec_failed:
+            roles_intent = {}
+            for role in roles:
+                try:
+                    roles_intent[role] = checks.intent(role)
+                except AnsibleError as exc:  # after the checks passed, a bug of ours: say which role
+                    problems.append({"role": role, "msg": f"its intent cannot be computed: {str(exc).splitlines()[0]}"})
+            if not problems:
+                result.setdefault("ansible_facts", {})["gpucluster_fabric_intent"] = document(host, roles_intent)
+
+        messages = report(host, declared, specs, problems)
+        result.update(messages=messages, checked=[] if messages else roles)
+        if messages:
+            result.pop("ansible_facts", None)  # the run stops here: the report stays readable
+            result.update(failed=True, msg=failure_message(host, messages, roles))
+        self._remove_tmp_path(self._connection._shell.tmpdir)
+        return result

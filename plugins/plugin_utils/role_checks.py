@@ -1,0 +1,297 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""Each role's input checks, run on the controller in one task per host (action plugin gpucluster.fabric.preflight).
+
+A role's checks see the host's variables as the role's own tasks would: the role's defaults under the host's
+variables, the role's vars/main.yml over them (``RoleVars``). Checks that need the host call the role's own modules
+with the arguments its task files give them (read from those files, so the wiring lives once, in YAML): rdma_core,
+rdma_modules and nccl with ``state: checked``, cuda_repo's probe, fabric_interfaces' link probe. The other checks are
+the roles' Python rules (``plugins/module_utils``), called through the same filters their tasks used.
+
+A check returns the problems it found, one message each; a role whose first step fails is not checked further (its
+later steps would trip on what it could not read), as a role's own tasks would stop there.
+"""
+
+import base64
+from pathlib import Path
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.template import trust_as_template
+from ansible.vars.clean import namespace_facts
+
+from .preflight import failure_message
+
+COLLECTION_ROOT = Path(__file__).resolve().parents[2]
+
+
+def role_dir(role):
+    return COLLECTION_ROOT / "roles" / role
+
+
+class RoleVars:
+    """A host's variables as role ``role``'s tasks see them: its defaults, the host's variables, its vars."""
+
+    def __init__(self, templar, loader, task_vars, role, extra=None):
+        root = role_dir(role)
+        variables = {}
+        variables.update(_load(loader, root / "defaults" / "main.yml"))
+        variables.update(task_vars)
+        variables.update(_load(loader, root / "vars" / "main.yml"))
+        variables.update(role_path=str(root), role_name=f"gpucluster.fabric.{role}")
+        variables.update(extra or {})
+        self.role = role
+        self.loader = loader
+        self._vars = variables
+        self._templar = templar.copy_with_new_env(available_variables=variables)
+
+    def __contains__(self, name):
+        return name in self._vars
+
+    def get(self, name, default=None):
+        """The templated value of a variable, or ``default`` when the host has none."""
+        if name not in self._vars:
+            return default
+        return self._templar.template(self._vars[name])
+
+    def set(self, name, value):
+        self._vars[name] = value
+        self._templar.available_variables = self._vars
+
+    def template(self, value):
+        return self._templar.template(value)
+
+    def expression(self, text):
+        """A Jinja expression of the collection's own (a constant of this file), evaluated with the role's view."""
+        return self._templar.evaluate_expression(trust_as_template(text))
+
+    def task_args(self, tasks_file, module, leave_out=()):
+        """The arguments that the task of ``module`` in the role's ``tasks/<tasks_file>`` gives it, templated."""
+        for task in _load(self.loader, role_dir(self.role) / "tasks" / tasks_file) or []:
+            if isinstance(task, dict) and module in task:
+                args = {key: value for key, value in dict(task[module]).items() if key not in leave_out}
+                return self.template(args)
+        raise AnsibleError(f"gpucluster.fabric.{self.role}: tasks/{tasks_file} has no {module} task")
+
+
+def _load(loader, path):
+    if not path.is_file():
+        return {}
+    return loader.load_from_file(str(path), trusted_as_template=True) or {}
+
+
+def read_keyring_deb(args, find):
+    """Put the controller's cuda-keyring .deb (``keyring_deb_src``, found with ``find``) into ``args`` as base64, for
+    module cuda_repo_probe or cuda_repo, which write it only into their own temporary directory; the problem, if any."""
+    source = args.get("keyring_deb_src") or ""
+    if not source:
+        return []
+    try:
+        with open(find(source), "rb") as handle:
+            args["keyring_deb_content"] = base64.b64encode(handle.read()).decode("ascii")
+    except (AnsibleError, OSError):
+        version = args.get("keyring_version") or "1.1-1"
+        return [
+            f"cuda_repo_keyring_deb={source} is not a file on the controller; copy NVIDIA's "
+            f"cuda-keyring_{version}_all.deb there or leave it empty to download it"
+        ]
+    return []
+
+
+def result_messages(result):
+    """The problems of a failed module result, one per line of its message."""
+    text = str(result.get("msg") or "check failed")
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+# Each applier's part of the intent: the arguments its role's task gives it, less what only steers this run (tags,
+# the file header, the state, the controller-side helpers). Roles without an applier give the values listed.
+INTENT_TASKS = {
+    "rdma_core": ("apply.yml", "gpucluster.fabric.rdma_core", ("state", "host", "header")),
+    "rdma_modules": ("apply.yml", "gpucluster.fabric.rdma_modules", ("state", "host", "header")),
+    "cuda_repo": (
+        "main.yml",
+        "gpucluster.fabric.cuda_repo",
+        ("run_tags", "skip_tags", "host", "header", "keyring_deb_src"),
+    ),
+    "nccl": ("apply.yml", "gpucluster.fabric.nccl", ("state", "host", "header", "offered_index", "before_repository")),
+    "fabric_interfaces": (
+        "main.yml",
+        "gpucluster.fabric.fabric_interfaces",
+        ("role_checks", "run_tags", "skip_tags", "host", "header"),
+    ),
+    "roce_qos": ("main.yml", "gpucluster.fabric.roce_qos", ("role_checks", "boot_script", "header")),
+}
+INTENT_VARS = {
+    # OpenSM's keys stay in opensm.conf, which OpenSM reads: never in the intent.
+    "opensm": ("__opensm_inputs", ("opensm_m_key", "opensm_sm_key", "opensm_sa_key")),
+    "fabric_validate": (
+        {
+            "tiers": "fabric_validate_tiers",
+            "expected_rate_gbps": "fabric_validate_expected_rate_gbps",
+            "expected_active_mtu": "fabric_validate_expected_active_mtu",
+            "required_modules": "fabric_validate_required_modules",
+            "interfaces": "fabric_validate_interfaces",
+        },
+        (),
+    ),
+}
+
+
+class Checks:
+    """The checks of every role, for one host. ``run_module(name, args)`` runs a module on the host and returns its
+    result; ``find_file(path, role)`` finds a controller file as the role's tasks would (their files/ directory)."""
+
+    def __init__(self, templar, loader, task_vars, run_module, find_file):
+        self.templar = templar
+        self.loader = loader
+        self.task_vars = task_vars
+        self.run_module = run_module
+        self.find_file = find_file
+        self.host = task_vars.get("inventory_hostname", "localhost")
+        self.shared = {}  # what one role's checks read for a later one (cuda_repo's offered NCCL builds for nccl)
+
+    def role_vars(self, role, extra=None):
+        return RoleVars(self.templar, self.loader, self.task_vars, role, extra)
+
+    def run(self, role):
+        """The problems of one role on this host, each a message (prefixed with the host by the report)."""
+        return getattr(self, f"_check_{role}")(self.role_vars(role, self._extra(role)))
+
+    def intent(self, role):
+        """The host's part of the intent for ``role``: what its applier is to make true, defaulted and templated."""
+        rv = self.role_vars(role, self._extra(role))
+        if role in INTENT_TASKS:
+            tasks_file, module, leave_out = INTENT_TASKS[role]
+            return rv.task_args(tasks_file, module, leave_out=leave_out)
+        source, leave_out = INTENT_VARS[role]
+        if isinstance(source, dict):
+            return {key: rv.get(name) for key, name in source.items()}
+        return {key: value for key, value in dict(rv.get(source) or {}).items() if key not in leave_out}
+
+    def _extra(self, role):
+        if role == "nccl":
+            return {"__gpucluster_offered_nccl": self.shared.get("offered_nccl", {})}
+        return None
+
+    def _applier(self, rv, module, state_var):
+        rv.set(state_var, "checked")
+        result = self.run_module(module, rv.task_args("apply.yml", module))
+        return result_messages(result) if result.get("failed") else []
+
+    def _check_rdma_core(self, rv):
+        return self._applier(rv, "gpucluster.fabric.rdma_core", "__rdma_core_state")
+
+    def _check_rdma_modules(self, rv):
+        return self._applier(rv, "gpucluster.fabric.rdma_modules", "__rdma_modules_state")
+
+    def _check_cuda_repo(self, rv):
+        # The applier's own arguments (tasks/main.yml), checked by the probe: nothing is installed or written.
+        args = rv.task_args(
+            "main.yml", "gpucluster.fabric.cuda_repo", leave_out=("run_tags", "skip_tags", "host", "header")
+        )
+        args["fail_on_errors"] = True
+        errors = read_keyring_deb(args, lambda source: self.find_file(source, "cuda_repo"))
+        result = self.run_module("gpucluster.fabric.cuda_repo_probe", args)
+        if "offered_nccl" in result:
+            self.shared["offered_nccl"] = result["offered_nccl"]
+        if errors:
+            return errors + [str(e) for e in result.get("errors") or []]
+        return result_messages(result) if result.get("failed") else []
+
+    def _check_nccl(self, rv):
+        return self._applier(rv, "gpucluster.fabric.nccl", "__nccl_state")
+
+    def _check_fabric_interfaces(self, rv):
+        interfaces = rv.get("fabric_interfaces")
+        if isinstance(interfaces, (list, tuple)):
+            names = [i["name"] for i in interfaces if isinstance(i, dict) and isinstance(i.get("name"), str)]
+            args = {"names": names, "detect_backend": rv.get("fabric_interfaces_backend") == "auto"}
+            probed = self.run_module("gpucluster.fabric.fabric_link_info", args)
+            if probed.get("failed"):
+                return result_messages(probed)
+            rv.set("__fabric_interfaces_host", probed)
+        return rv.expression(
+            "fabric_interfaces | gpucluster.fabric.fabric_interfaces_preflight_errors(__fabric_interfaces_checks)"
+        )
+
+    def _check_roce_qos(self, rv):
+        return rv.expression("__roce_qos_input | gpucluster.fabric.roce_qos_errors")
+
+    def _check_opensm(self, rv):
+        return rv.expression(
+            "__opensm_inputs"
+            " | gpucluster.fabric.opensm_input_errors(hostvars, groups, inventory_hostname, ansible_facts)"
+        )
+
+    def _check_fabric_validate(self, rv):
+        errors = rv.expression("__fabric_validate_inputs | gpucluster.fabric.fabric_preflight_errors")
+        return [f"{self.host}: {'; '.join(errors)}"] if errors else []
+
+
+class RoleChecksMixin:
+    """For action plugins: the minimal facts and the roles' checks, with this action's connection."""
+
+    def _module(self, name, args, task_vars):
+        return self._execute_module(module_name=name, module_args=dict(args), task_vars=task_vars)
+
+    def _find(self, source, role):
+        """A controller file as the role's tasks find it: the play's search path, then the role's files/."""
+        try:
+            return self._find_needle("files", source)
+        except AnsibleError:
+            candidate = role_dir(role) / "files" / source
+            if candidate.is_file():
+                return str(candidate)
+            raise
+
+    def _gather(self, task_vars):
+        """The minimal facts when the host has none yet (a play without gather_facts): (facts or None, failure)."""
+        if "os_family" in (task_vars.get("ansible_facts") or {}):
+            return None, None
+        gathered = self._module("ansible.builtin.setup", {"gather_subset": ["min"]}, task_vars)
+        if gathered.get("failed") or gathered.get("unreachable"):
+            return None, gathered
+        facts = namespace_facts(gathered.get("ansible_facts") or {})["ansible_facts"]
+        task_vars["ansible_facts"] = {**(task_vars.get("ansible_facts") or {}), **facts}
+        return facts, None
+
+    def _checks(self, task_vars):
+        return Checks(self._templar, self._loader, task_vars, lambda n, a: self._module(n, a, task_vars), self._find)
+
+
+class CheckedApplierAction(RoleChecksMixin):
+    """An applier module's action plugin: with ``role_checks``, the role's checks first (the site preflight's code;
+    the role passes it when that preflight did not check the host), failing with every problem before any change."""
+
+    ROLE = None
+    MODULE = None
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = dict(task_vars or {})
+        args = dict(self._task.args)
+        if boolean(args.pop("role_checks", False), strict=False):
+            facts, failure = self._gather(task_vars)
+            if failure:
+                return failure
+            host = task_vars.get("inventory_hostname", "localhost")
+            messages = [
+                m if m.startswith(f"{host}:") else f"{host}: gpucluster.fabric.{self.ROLE}: {m}"
+                for m in self._checks(task_vars).run(self.ROLE)
+            ]
+            if messages:
+                result.update(changed=False, failed=True, msg=failure_message(host, messages, [self.ROLE]))
+                return result
+            if facts:
+                result["ansible_facts"] = facts
+        nothing = self._nothing_to_apply(args)
+        if nothing is not None:
+            result.update(nothing)
+            return result
+        result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))
+        return result
+
+    def _nothing_to_apply(self, args):
+        """The result when the module has nothing to do with these arguments (it is then not run), else None."""
+        return None

@@ -1,0 +1,79 @@
+"""playbooks/preflight.yml checks every role site.yml applies in one task per host, in site.yml's order."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpucluster.fabric.plugins.filter.preflight import SITE_ROLES
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils import role_checks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_one_task_checks_every_role_in_site_order():
+    plays = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
+    tasks = [task for play in plays for task in play.get("tasks", [])]
+    assert [next(key for key in task if "." in key) for task in tasks] == [
+        "ansible.builtin.ping",
+        "gpucluster.fabric.preflight",
+    ]
+    check = tasks[1]
+    assert check["gpucluster.fabric.preflight"]["roles"] == "{{ __gpucluster_preflight_roles }}"
+    assert check["register"] == "__gpucluster_preflight" and check["any_errors_fatal"] is True
+    assert check["tags"] == ["always"]  # the later plays rely on its facts and skip the checks it passed
+    # The checks run in site.yml's order: cuda_repo's offered NCCL builds are read by nccl's.
+    assert list(SITE_ROLES).index("cuda_repo") < list(SITE_ROLES).index("nccl")
+
+
+def test_every_role_has_its_check():
+    for role in SITE_ROLES:
+        assert callable(getattr(role_checks.Checks, f"_check_{role}", None)), role
+
+
+@pytest.mark.parametrize(
+    ("role", "tasks_file", "module"),
+    [
+        ("rdma_core", "apply.yml", "gpucluster.fabric.rdma_core"),
+        ("rdma_modules", "apply.yml", "gpucluster.fabric.rdma_modules"),
+        ("nccl", "apply.yml", "gpucluster.fabric.nccl"),
+        ("cuda_repo", "main.yml", "gpucluster.fabric.cuda_repo"),
+    ],
+)
+def test_the_checks_use_the_roles_own_task_arguments(role, tasks_file, module):
+    """The checks read each applier's arguments from the role's task file (role_checks.RoleVars.task_args): the
+    task exists, and a state variable the check sets is what the task reads."""
+    (task,) = [t for t in yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text()) if module in t]
+    args = task[module]
+    if role != "cuda_repo":
+        assert args["state"] == f"{{{{ __{role}_state | default('present') }}}}", role
+    else:  # the probe takes the applier's arguments but the applier-only ones
+        probe = yaml.safe_load((ROOT / "plugins" / "modules" / "cuda_repo_probe.py").read_text().split('"""')[1])
+        options = set(probe["options"])
+        assert set(args) - {"run_tags", "skip_tags", "host", "header"} <= options
+
+
+def test_the_roles_checks_run_through_the_same_plugin():
+    """A role in a play of one's own runs its checks with the site preflight's code: its first task, or its applier
+    with role_checks (action plugins/plugin_utils/role_checks.py CheckedApplierAction), unless the preflight did."""
+    tasks = yaml.safe_load((ROOT / "roles" / "opensm" / "tasks" / "main.yml").read_text())
+    assert tasks[0]["gpucluster.fabric.preflight"] == {"roles": ["opensm"], "argument_specs": False}
+    for role, tasks_file, module in (
+        ("fabric_interfaces", "main.yml", "fabric_interfaces"),
+        ("roce_qos", "main.yml", "roce_qos"),
+        ("fabric_validate", "collect.yml", "fabric_validate_collect"),
+    ):
+        (task, *_) = yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text())
+        args = task[f"gpucluster.fabric.{module}"]
+        assert args["role_checks"] == f"{{{{ '{role}' not in __gpucluster_checked | default([]) }}}}", role
+        assert "when" not in task, role  # a host without anything to apply is still checked
+        action = (ROOT / "plugins" / "action" / f"{module}.py").read_text()
+        assert f'ROLE = "{role}"' in action and "CheckedApplierAction" in action
+    for role in SITE_ROLES:
+        assert not (ROOT / "roles" / role / "tasks" / "preflight.yml").exists(), role
+
+
+def test_site_imports_the_playbooks_of_every_role():
+    text = "".join((ROOT / "playbooks" / name).read_text() for name in ("rdma.yml", "nccl.yml", "interfaces.yml"))
+    text += "".join((ROOT / "playbooks" / name).read_text() for name in ("opensm.yml", "validate.yml"))
+    for role in SITE_ROLES:
+        assert f"name: gpucluster.fabric.{role}\n" in text and f"'{role}' in __gpucluster_roles" in text, role

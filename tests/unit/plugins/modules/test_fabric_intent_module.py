@@ -1,0 +1,45 @@
+"""Module fabric_intent run as Ansible runs it, its file below a tree: written once, root-only, masked, with a diff."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _process  # noqa: E402
+
+INTENT = {
+    "schema": 1,
+    "host": "gpu1",
+    "roles": {"cuda_repo": {"base_url": "https://u:pw@mirror/cuda/"}, "nccl": {"nccl_version": "2.21.5"}},
+}
+FILE = "etc/gpucluster/fabric.json"
+
+
+def run_module(tmp_path, check=False, diff=False, **args):
+    return _process.run_module("fabric_intent", tmp_path, check, diff, **{"host": "gpu1", **args})
+
+
+def test_written_once_root_only_without_the_password(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    predicted = run_module(tmp_path, check=True, diff=True, root=str(root), intent=INTENT)
+    assert predicted["changed"] is True and not (root / "etc").exists()
+    assert predicted["changes"] == [{"what": "/etc/gpucluster/fabric.json", "why": "it is missing"}]
+    assert '"nccl_version": "2.21.5"' in predicted["diff"][0]["after"]
+    first = run_module(tmp_path, root=str(root), intent=INTENT)
+    assert first["changed"] is True
+    written = (root / FILE).read_text()
+    assert "pw" not in written and json.loads(written)["roles"]["cuda_repo"]["base_url"] == "https://***@mirror/cuda/"
+    assert (os.stat(root / FILE).st_mode & 0o777) == 0o600
+    assert run_module(tmp_path, root=str(root), intent=INTENT)["changed"] is False
+    os.chmod(root / FILE, 0o644)  # a mode someone widened is put back
+    again = run_module(tmp_path, root=str(root), intent=INTENT)
+    assert again["changed"] is True and (os.stat(root / FILE).st_mode & 0o777) == 0o600
+
+
+def test_without_an_intent_it_fails_with_the_fix_and_writes_nothing(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    result = run_module(tmp_path, root=str(root))
+    assert result["failed"] is True and list(root.iterdir()) == []
+    assert result["msg"].startswith("gpu1: no intent: run gpucluster.fabric.preflight earlier in the same run")
