@@ -17,9 +17,10 @@ description:
     out, so that the inventory's values are judged.
   - Runs each role's own input checks, with the host's variables as the role's tasks see them (role defaults, the
     host's variables, the role's vars). Those that need the host run the role's own modules read-only with the
-    arguments of the role's task files - M(gpucluster.fabric.rdma_core), M(gpucluster.fabric.rdma_modules) and
-    M(gpucluster.fabric.nccl) with O(gpucluster.fabric.nccl#module:state=checked),
-    M(gpucluster.fabric.cuda_repo_probe), M(gpucluster.fabric.fabric_link_info) - the others are the roles' rules.
+    arguments of the role's task files - M(gpucluster.fabric.rdma_modules) and M(gpucluster.fabric.nccl) with
+    O(gpucluster.fabric.nccl#module:state=checked), M(gpucluster.fabric.cuda_repo_probe),
+    M(gpucluster.fabric.fabric_link_info) - the others are the roles' rules, run on the controller
+    (M(gpucluster.fabric.rdma_core)'s input rule with the arguments the role gives that module).
     A role whose argument spec refuses its values is not checked further.
   - No check stops another. The host fails once, with every problem, each naming the host, the variable and the fix.
   - Changes nothing on the host (cuda_repo's probe downloads into a directory of its own and removes it).

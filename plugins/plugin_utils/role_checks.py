@@ -4,9 +4,10 @@
 
 A role's checks see the host's variables as the role's own tasks would: the role's defaults under the host's
 variables, the role's vars/main.yml over them (``RoleVars``). Checks that need the host call the role's own modules
-with the arguments its task files give them (read from those files, so the wiring lives once, in YAML): rdma_core,
-rdma_modules and nccl with ``state: checked``, cuda_repo's probe, fabric_interfaces' link probe. The other checks are
-the roles' Python rules (``plugins/module_utils``), called through the same filters their tasks used.
+with the arguments its task files give them (read from those files, so the wiring lives once, in YAML): rdma_modules
+and nccl with ``state: checked``, cuda_repo's probe, fabric_interfaces' link probe. The other checks are the roles'
+Python rules (``plugins/module_utils``), called directly (rdma_core's input rule, with its module's arguments) or
+through the same filters their tasks used.
 
 A check returns the problems it found, one message each; a role whose first step fails is not checked further (its
 later steps would trip on what it could not read), as a role's own tasks would stop there.
@@ -20,6 +21,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.template import trust_as_template
 from ansible.vars.clean import namespace_facts
 
+from ..module_utils import rdma_core as rdma_core_rules
 from .preflight import failure_message
 
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
@@ -180,7 +182,10 @@ class Checks:
         return result_messages(result) if result.get("failed") else []
 
     def _check_rdma_core(self, rv):
-        return self._applier(rv, "gpucluster.fabric.rdma_core", "__rdma_core_state")
+        # Input only (OS family, memlock, package and unit names): the module's own rule, run here on the controller
+        # with the arguments the role gives the module, so the host is not called for it.
+        args = rv.task_args("apply.yml", "gpucluster.fabric.rdma_core", leave_out=("state", "header"))
+        return [f"{self.host}: {error}" for error in rdma_core_rules.input_errors(args)]
 
     def _check_rdma_modules(self, rv):
         return self._applier(rv, "gpucluster.fabric.rdma_modules", "__rdma_modules_state")
