@@ -47,9 +47,6 @@ class RoleVars:
         self._vars = variables
         self._templar = templar.copy_with_new_env(available_variables=variables)
 
-    def __contains__(self, name):
-        return name in self._vars
-
     def get(self, name, default=None):
         """The templated value of a variable, or ``default`` when the host has none."""
         if name not in self._vars:
