@@ -38,12 +38,12 @@ def has_prefix(name):
 
 
 # libyaml's loader when PyYAML has it (as Ansible's own YAML loading prefers): the declared set is read on every run.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _load(path):
     try:
-        return yaml.load(path.read_text(), Loader=_LOADER)  # noqa: S506 - a safe loader
+        return yaml.load(path.read_text(), Loader=YAML_LOADER)  # noqa: S506 - a safe loader
     except (OSError, yaml.YAMLError):
         return None
 
