@@ -15,6 +15,7 @@ gathered facts into ``{mode, reason}``. The rules are those of the collection's 
 import os
 import re
 
+from .dpkg import parse_status as parse_dpkg_status
 from .fabric_model import version_tuple
 
 MODES = ("auto", "peermem", "dmabuf", "none")
@@ -80,24 +81,6 @@ def parse_nvidia_version(text):
             "arch": match.group(2) or match.group(3),
         }
     return None
-
-
-def parse_dpkg_status(text):
-    """Installed packages from /var/lib/dpkg/status (or `dpkg-query --status`): {name: {version, status}}."""
-    packages = {}
-    for stanza in re.split(r"\n\s*\n", text or ""):
-        fields = {}
-        for line in stanza.splitlines():
-            if line[:1] in (" ", "\t") or ":" not in line:
-                continue
-            key, _sep, value = line.partition(":")
-            fields[key.strip()] = value.strip()
-        name = fields.get("Package")
-        status = fields.get("Status", "").split()
-        # "install ok installed" or, for a held package, "hold ok installed".
-        if name and status[-1:] == ["installed"]:
-            packages[name] = {"version": fields.get("Version", ""), "status": " ".join(status)}
-    return packages
 
 
 def debian_upstream_version(version):

@@ -325,6 +325,15 @@ def package_decision(
     }
 
 
+def package_state(installed, packages, package_version, hold):
+    """What apt and dpkg still have to do: ``in_place`` (every package installed at ``package_version``) and
+    ``hold_pending`` (the packages whose selection is not what ``hold`` asks for, or that are not installed yet)."""
+    return {
+        "in_place": all(installed.get(p, {}).get("version") == package_version for p in packages),
+        "hold_pending": [p for p in packages if p not in installed or installed[p]["held"] != bool(hold)],
+    }
+
+
 # --- on the node (module nccl) --------------------------------------------------------------------------------------
 
 PACKAGES = ("libnccl2", "libnccl-dev")

@@ -79,6 +79,10 @@ options:
     type: list
     elements: dict
     default: []
+  hold:
+    description: Whether the packages are to be held with dpkg (role variable C(nccl_hold)), for RV(hold_pending).
+    type: bool
+    default: true
   library:
     description: Read the version the installed C(libnccl.so.2) reports and check it (after apt installed it).
     type: bool
@@ -118,6 +122,15 @@ unverifiable:
   description: Whether apt does not know the repository yet, so an installation cannot be simulated.
   returned: success
   type: bool
+in_place:
+  description: Whether every package of RV(packages) is installed at RV(package_version) (apt has nothing to do).
+  returned: success
+  type: bool
+hold_pending:
+  description: The packages of RV(packages) whose dpkg selection is not yet what O(hold) asks for (or not installed).
+  returned: success
+  type: list
+  elements: str
 version_code:
   description: What C(ncclGetVersion) of the installed library returned (with O(library=true)).
   returned: when library
@@ -168,6 +181,7 @@ def main():
             "before_repository": {"type": "bool", "default": False},
             "required_features": {"type": "list", "elements": "str", "default": []},
             "feature_minimums": {"type": "list", "elements": "dict", "default": []},
+            "hold": {"type": "bool", "default": True},
             "library": {"type": "bool", "default": False},
             "restore_pin": {"type": "str", "default": ""},
         },
@@ -220,6 +234,7 @@ def main():
     for note in conf["notes"]:
         module.warn(f"{params['host'] or 'nccl'}: nccl_conf: {note}")
     result.update({key: decision[key] for key in ("installed", "packages", "unverifiable")})
+    result.update(rules.package_state(decision["installed"], decision["packages"], package_version, params["hold"]))
     if decision["notes"]:
         result["msg"] = " ".join(decision["notes"])
     if params["state"] == "checked":

@@ -13,8 +13,8 @@ description:
     of services (C(/etc/systemd/system.conf.d/90-gpucluster-rdma-memlock.conf)), or removes each where it is turned
     off, and re-executes systemd (C(systemctl daemon-reexec), which restarts no service) when the services' limit
     changed.
-  - Also says whether apt has package indexes yet (RV(apt_indexes)), so the role refreshes them only when they are
-    missing or old.
+  - Also says whether apt has package indexes yet (RV(apt_indexes)) and which of O(packages) are not installed
+    (RV(packages_missing)), so the role refreshes the indexes and runs apt only when there is something to install.
   - Only what differs from the live state is changed, each change returned with its reason (RV(changes)).
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (@gpucluster)
@@ -58,6 +58,13 @@ options:
     type: list
     elements: raw
     default: []
+  packages:
+    description:
+      - Every package the role installs; those dpkg does not list as installed are returned in RV(packages_missing),
+        so that the role calls apt only when there is something to install.
+    type: list
+    elements: raw
+    default: []
 """
 
 EXAMPLES = r"""
@@ -80,12 +87,18 @@ apt_indexes:
   description: Whether C(/var/lib/apt/lists) holds package indexes already.
   returned: always
   type: bool
+packages_missing:
+  description: The names of O(packages) that dpkg does not list as installed (or that only apt can judge).
+  returned: always
+  type: list
+  elements: str
 """
 
 import glob  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import dpkg  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import rdma_core as rules  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
@@ -103,6 +116,7 @@ def main():
             "memlock_systemd": {"type": "bool", "default": True},
             "extra_packages": {"type": "list", "elements": "raw", "default": []},
             "services": {"type": "list", "elements": "raw", "default": []},
+            "packages": {"type": "list", "elements": "raw", "default": []},
         },
         supports_check_mode=True,
     )
@@ -111,6 +125,12 @@ def main():
     apply.refuse(rules.input_errors(params))
     lists = apply.path("/var/lib/apt/lists")
     result = {"changed": False, "changes": [], "apt_indexes": bool(glob.glob(os.path.join(lists, "*_Packages*")))}
+    try:
+        with open(apply.path(dpkg.STATUS), encoding="utf-8") as handle:
+            installed = dpkg.parse_status(handle.read())
+    except FileNotFoundError:
+        installed = {}
+    result["packages_missing"] = dpkg.not_installed(installed, params["packages"])
     if params["state"] == "checked":
         module.exit_json(**result)
 

@@ -497,3 +497,17 @@ def test_probe_problems_name_the_host_and_the_mode_variable():
         "rdma_modules_gpudirect_mode=dmabuf: no NVIDIA driver"
     ]
     assert probe_problems([], [], "auto", "gpu01") == []
+
+
+def test_not_installed_leaves_versions_and_patterns_to_apt():
+    from ansible_collections.gpucluster.fabric.plugins.module_utils import dpkg
+
+    installed = gd.parse_dpkg_status(fixture("debian", "dpkg-status-bookworm-rdma-core.txt"))
+    assert dpkg.not_installed(installed, ["rdma-core", "ibverbs-providers"]) == []
+    assert dpkg.not_installed(installed, ["rdma-core", "perftest"]) == ["perftest"]
+    # a version or a pattern is apt's to judge, even for an installed package
+    assert dpkg.not_installed(installed, ["rdma-core=44.0-2", "rdma-*", {"name": "x"}]) == [
+        "rdma-core=44.0-2",
+        "rdma-*",
+        {"name": "x"},
+    ]

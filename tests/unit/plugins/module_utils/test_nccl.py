@@ -299,3 +299,18 @@ def test_decision_before_the_repository_exists():
     # After cuda_repo ran for real, an empty apt offer is an error, not a note.
     after = _decide(madison_text="")
     assert after["unverifiable"] is False and "none (run gpucluster.fabric.cuda_repo first)" in after["errors"][0]
+
+
+def test_package_state_in_place_and_holds():
+    version = "2.21.5-1+cuda12.4"
+    held = {"libnccl2": {"version": version, "held": True}}
+    assert nccl.package_state(held, ["libnccl2"], version, True) == {"in_place": True, "hold_pending": []}
+    # asked not to hold: the selection changes, apt has nothing to do
+    assert nccl.package_state(held, ["libnccl2"], version, False) == {"in_place": True, "hold_pending": ["libnccl2"]}
+    # the dev package asked for and missing; another build installed
+    other = {"libnccl2": {"version": "2.23.4-1+cuda12.6", "held": True}}
+    assert nccl.package_state(other, ["libnccl2", "libnccl-dev"], version, True) == {
+        "in_place": False,
+        "hold_pending": ["libnccl-dev"],
+    }
+    assert nccl.package_state({}, ["libnccl2"], version, True) == {"in_place": False, "hold_pending": ["libnccl2"]}

@@ -57,3 +57,19 @@ def test_every_input_problem_at_once_before_any_change(tmp_path):
         "gpu1: $(reboot) in rdma_core_services is not a valid unit name; remove it or fix its spelling.",
     ]
     assert list(root.iterdir()) == []
+
+
+def test_packages_missing_read_from_dpkg_status(tmp_path):
+    root = tmp_path / "root"
+    status = root / "var/lib/dpkg/status"
+    status.parent.mkdir(parents=True)
+    fixtures = os.path.join(REPO, "tests", "fixtures", "gpudirect", "debian", "dpkg-status-bookworm-rdma-core.txt")
+    with open(fixtures, encoding="utf-8") as handle:
+        status.write_text(handle.read())
+    wanted = ["rdma-core", "ibverbs-providers", "perftest"]
+    result = run_module(tmp_path, ARGS, root=str(root), state="checked", packages=wanted)
+    assert result["packages_missing"] == ["perftest"]
+    # no dpkg database at all (not a Debian tree): everything is apt's
+    assert (
+        run_module(tmp_path, ARGS, root=str(tmp_path), state="checked", packages=wanted)["packages_missing"] == wanted
+    )
