@@ -46,13 +46,14 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
             result["specs"] = specs
 
         checks = self._checks(task_vars)
-        problems, result["checks_run"] = [], []
-        for role in roles:
-            if role in spec_failed:
-                continue  # its checks would trip on the values its spec refused
-            result["checks_run"].append(role)
-            for message in checks.run(role):
-                problems.append({"role": role, "msg": message})
+        # A role whose values its spec refused is not checked: its checks would trip on them. What the host must tell
+        # for the others is read in one call (module host_checks).
+        result["checks_run"] = [role for role in roles if role not in spec_failed]
+        problems = [
+            {"role": role, "msg": message}
+            for role, messages in checks.run_all(result["checks_run"]).items()
+            for message in messages
+        ]
         if checks.shared.get("offered_nccl") is not None:
             result["offered_nccl"] = checks.shared["offered_nccl"]
         if (declared or {}).get("warnings"):

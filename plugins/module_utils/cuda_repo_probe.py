@@ -379,3 +379,26 @@ def probe_host(module, install=False, name="cuda_repo_probe"):
         shutil.rmtree(workdir, ignore_errors=True)
     result.update(changed=changed, errors=probe.errors, downloaded=probe.downloaded, **outcome)
     return result, probe
+
+
+# --- module cuda_repo_probe (plugins/modules/cuda_repo_probe.py runs it, and module host_checks) -------------------
+
+ARGUMENT_SPEC = {
+    **PROBE_ARGUMENTS,
+    "offered_nccl": {"type": "str", "choices": ["auto", "always", "never"], "default": "auto"},
+    "fail_on_errors": {"type": "bool", "default": False},
+    "install": {"type": "bool", "default": False},
+    "root": {"type": "path", "default": "/"},
+}
+
+
+def run(module):
+    """Module cuda_repo_probe on ``module`` (an AnsibleModule, or host_checks' stand-in): exits through it."""
+    params = module.params
+    if params["install"]:
+        params["offered_nccl"] = "never"
+    result, probe = probe_host(module, install=params["install"])
+    result.pop("install_why", None)
+    if (params["install"] or params["fail_on_errors"]) and probe.errors:
+        module.fail_json(msg="; ".join(probe.errors), **result)
+    module.exit_json(**result)

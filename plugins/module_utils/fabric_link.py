@@ -302,3 +302,43 @@ class LinkApplier:
         if address and not same_address(address, before["addresses"]):
             after["addresses"] = before["addresses"] + [address]
         return before, after
+
+
+# --- module fabric_link_info (plugins/modules/fabric_link_info.py runs it, and module host_checks) -----------------
+
+INFO_ARGUMENT_SPEC = {
+    "names": {"type": "list", "elements": "str", "required": True},
+    "sysfs_root": {"type": "path", "default": "/sys"},
+    "detect_backend": {"type": "bool", "default": False},
+    "sysctls": {"type": "list", "elements": "str", "default": []},
+    "root": {"type": "path", "default": "/"},
+}
+
+
+def _systemd_active(module):
+    """A callable giving unit -> running, from one `systemctl is-active` call (no systemd: nothing runs)."""
+
+    def unit_active(units):
+        systemctl = module.get_bin_path("systemctl")
+        if not systemctl:
+            return dict.fromkeys(units, False)
+        # is-active exits non-zero when any unit is not active; its output is the answer either way.
+        _rc, out, _err = module.run_command(
+            [systemctl, "is-active", *units], environ_update={"LC_ALL": "C", "LANG": "C"}
+        )
+        return parse_is_active(units, out)
+
+    return unit_active
+
+
+def info(module):
+    """Module fabric_link_info on ``module`` (an AnsibleModule, or host_checks' stand-in): exits through it."""
+    params = module.params
+    result = {
+        "changed": False,
+        "links": {name: read_link(name, params["sysfs_root"]) for name in params["names"]},
+        "sysctls_present": present_sysctls(params["sysctls"], params["root"]),
+    }
+    if params["detect_backend"]:
+        result["backend"] = detect_backend(params["root"], _systemd_active(module))
+    module.exit_json(**result)

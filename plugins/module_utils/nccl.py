@@ -6,8 +6,12 @@ Pure functions returning error strings (empty list = valid), so the role's prefl
 name the host, the variable, the value and the fix.
 """
 
+import ctypes
+import platform
 import re
 
+from .applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS
+from .applier import Applier
 from .fabric_model import version_tuple
 
 # NCCL's environment documentation (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) splits its
@@ -390,3 +394,99 @@ def read_packages(module):
         module.fail_json(msg=f"dpkg-query failed (rc {rc}): {err.strip()}")
     _rc, madison, _err = module.run_command(["apt-cache", "madison", *PACKAGES])
     return dpkg, madison
+
+
+# --- the module (plugins/modules/nccl.py runs it; module host_checks runs its checked state) -----------------------
+
+
+def loaded_version():
+    """ncclGetVersion of the libnccl.so.2 the dynamic loader finds, or an error text."""
+    try:
+        library = ctypes.CDLL("libnccl.so.2")
+    except OSError as exc:
+        return None, f"libnccl.so.2 cannot be loaded: {exc}"
+    version = ctypes.c_int()
+    if library.ncclGetVersion(ctypes.byref(version)) != 0:
+        return None, "ncclGetVersion failed"
+    return version.value, None
+
+
+ARGUMENT_SPEC = {
+    **APPLIER_ARGUMENTS,
+    "nccl_version": {"type": "raw", "required": True},
+    "cuda_version": {"type": "raw", "required": True},
+    "package_revision": {"type": "raw", "default": 1},
+    "conf": {"type": "dict", "default": {}},
+    "allow_debug_variables": {"type": "list", "elements": "raw", "default": []},
+    "conf_path": {"type": "path", "default": "/etc/nccl.conf"},
+    "install_dev": {"type": "bool", "default": False},
+    "allow_version_change": {"type": "bool", "default": False},
+    "offered_index": {"type": "dict", "default": {}},
+    "before_repository": {"type": "bool", "default": False},
+    "required_features": {"type": "list", "elements": "str", "default": []},
+    "feature_minimums": {"type": "list", "elements": "dict", "default": []},
+    "hold": {"type": "bool", "default": True},
+    "library": {"type": "bool", "default": False},
+    "restore_pin": {"type": "str", "default": ""},
+}
+
+
+def run(module):
+    """Module nccl on ``module`` (an AnsibleModule, or host_checks' stand-in): exits through it."""
+    params = module.params
+    apply = Applier(module)
+    header = params["header"]
+    nccl_version, cuda_version = params["nccl_version"], params["cuda_version"]
+
+    # 1. The input, every problem at once, before anything is read or changed.
+    conf = conf_lines(params["conf"], params["allow_debug_variables"])
+    apply.refuse(version_errors(nccl_version, cuda_version, params["package_revision"]) + conf["errors"])
+    build = package_version(nccl_version, cuda_version, params["package_revision"])
+    result = {"changed": False, "changes": [], "package_version": build}
+
+    if params["restore_pin"]:
+        pin = None if params["restore_pin"] == "absent" else pin_preferences(header, params["restore_pin"])
+        apply.file(PREFERENCES, pin)
+        module.exit_json(**apply.report(result))
+
+    if params["library"]:
+        code, error = loaded_version()
+        expected = version_code(nccl_version)
+        if error or code != expected:
+            apply.refuse(
+                [
+                    f"libnccl.so.2 reports NCCL {code if error is None else error} but {build} (code"
+                    f" {expected}) is pinned; another libnccl.so.2 may shadow it (ldconfig -p | grep nccl)."
+                ]
+            )
+        module.exit_json(**dict(result, version_code=code))
+
+    # 2. The packages: what is installed, what the repositories offer, and what the role may do.
+    dpkg, madison = read_packages(module)
+    decision = package_decision(
+        dpkg_text=dpkg,
+        madison_text=madison,
+        package_version=build,
+        nccl_version=nccl_version,
+        cuda_version=cuda_version,
+        install_dev=params["install_dev"],
+        allow_version_change=params["allow_version_change"],
+        offered_index=params["offered_index"],
+        before_repository=params["before_repository"] or module.check_mode,
+    )
+    versions = {"nccl": str(nccl_version), "cuda": str(cuda_version), "kernel": platform.release()}
+    features = feature_errors(module, params["required_features"], params["feature_minimums"], versions)
+    apply.refuse(decision["errors"] + features)
+    for note in conf["notes"]:
+        module.warn(f"{params['host'] or 'nccl'}: nccl_conf: {note}")
+    result.update({key: decision[key] for key in ("installed", "packages", "unverifiable")})
+    result.update(package_state(decision["installed"], decision["packages"], build, params["hold"]))
+    if decision["notes"]:
+        result["msg"] = " ".join(decision["notes"])
+    if params["state"] == "checked":
+        module.exit_json(**result)
+
+    # 3. The pin (before apt installs, so that apt's choice is the pinned build) and nccl.conf.
+    apply.file(PREFERENCES, pin_preferences(header, build))
+    apply.file(params["conf_path"], conf_text(header, conf["lines"]))
+    module.exit_json(**apply.report(result))

@@ -188,32 +188,15 @@ offered_nccl:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.cuda_repo_probe import PROBE_ARGUMENTS, probe_host  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.cuda_repo_probe import ARGUMENT_SPEC, run  # noqa: E402
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec={
-            **PROBE_ARGUMENTS,
-            "offered_nccl": {"type": "str", "choices": ["auto", "always", "never"], "default": "auto"},
-            "fail_on_errors": {"type": "bool", "default": False},
-            "install": {"type": "bool", "default": False},
-            "root": {"type": "path", "default": "/"},
-        },
-        supports_check_mode=True,
-    )
+    return AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 
 def main():
-    module = build_module()
-    params = module.params
-    if params["install"]:
-        params["offered_nccl"] = "never"
-    result, probe = probe_host(module, install=params["install"])
-    result.pop("install_why", None)
-    if (params["install"] or params["fail_on_errors"]) and probe.errors:
-        module.fail_json(msg="; ".join(probe.errors), **result)
-    module.exit_json(**result)
+    run(build_module())
 
 
 if __name__ == "__main__":

@@ -95,54 +95,15 @@ sysctls_present:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_link import (  # noqa: E402
-    detect_backend,
-    parse_is_active,
-    present_sysctls,
-    read_link,
-)
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_link import INFO_ARGUMENT_SPEC, info  # noqa: E402
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec={
-            "names": {"type": "list", "elements": "str", "required": True},
-            "sysfs_root": {"type": "path", "default": "/sys"},
-            "detect_backend": {"type": "bool", "default": False},
-            "sysctls": {"type": "list", "elements": "str", "default": []},
-            "root": {"type": "path", "default": "/"},
-        },
-        supports_check_mode=True,
-    )
-
-
-def _systemd_active(module):
-    """A callable giving unit -> running, from one `systemctl is-active` call (no systemd: nothing runs)."""
-
-    def unit_active(units):
-        systemctl = module.get_bin_path("systemctl")
-        if not systemctl:
-            return dict.fromkeys(units, False)
-        # is-active exits non-zero when any unit is not active; its output is the answer either way.
-        _rc, out, _err = module.run_command(
-            [systemctl, "is-active", *units], environ_update={"LC_ALL": "C", "LANG": "C"}
-        )
-        return parse_is_active(units, out)
-
-    return unit_active
+    return AnsibleModule(argument_spec=INFO_ARGUMENT_SPEC, supports_check_mode=True)
 
 
 def main():
-    module = build_module()
-    params = module.params
-    result = {
-        "changed": False,
-        "links": {name: read_link(name, params["sysfs_root"]) for name in params["names"]},
-        "sysctls_present": present_sysctls(params["sysctls"], params["root"]),
-    }
-    if params["detect_backend"]:
-        result["backend"] = detect_backend(params["root"], _systemd_active(module))
-    module.exit_json(**result)
+    info(build_module())
 
 
 if __name__ == "__main__":

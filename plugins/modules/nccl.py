@@ -142,108 +142,12 @@ changes:
   elements: dict
 """
 
-import ctypes  # noqa: E402
-import platform  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import nccl as rules  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import (  # noqa: E402
-    ARGUMENT_SPEC as APPLIER_ARGUMENTS,
-)
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
-
-
-def loaded_version():
-    """ncclGetVersion of the libnccl.so.2 the dynamic loader finds, or an error text."""
-    try:
-        library = ctypes.CDLL("libnccl.so.2")
-    except OSError as exc:
-        return None, f"libnccl.so.2 cannot be loaded: {exc}"
-    version = ctypes.c_int()
-    if library.ncclGetVersion(ctypes.byref(version)) != 0:
-        return None, "ncclGetVersion failed"
-    return version.value, None
+from ansible_collections.gpucluster.fabric.plugins.module_utils.nccl import ARGUMENT_SPEC, run  # noqa: E402
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            **APPLIER_ARGUMENTS,
-            "nccl_version": {"type": "raw", "required": True},
-            "cuda_version": {"type": "raw", "required": True},
-            "package_revision": {"type": "raw", "default": 1},
-            "conf": {"type": "dict", "default": {}},
-            "allow_debug_variables": {"type": "list", "elements": "raw", "default": []},
-            "conf_path": {"type": "path", "default": "/etc/nccl.conf"},
-            "install_dev": {"type": "bool", "default": False},
-            "allow_version_change": {"type": "bool", "default": False},
-            "offered_index": {"type": "dict", "default": {}},
-            "before_repository": {"type": "bool", "default": False},
-            "required_features": {"type": "list", "elements": "str", "default": []},
-            "feature_minimums": {"type": "list", "elements": "dict", "default": []},
-            "hold": {"type": "bool", "default": True},
-            "library": {"type": "bool", "default": False},
-            "restore_pin": {"type": "str", "default": ""},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
-    apply = Applier(module)
-    header = params["header"]
-    nccl_version, cuda_version = params["nccl_version"], params["cuda_version"]
-
-    # 1. The input, every problem at once, before anything is read or changed.
-    conf = rules.conf_lines(params["conf"], params["allow_debug_variables"])
-    apply.refuse(rules.version_errors(nccl_version, cuda_version, params["package_revision"]) + conf["errors"])
-    package_version = rules.package_version(nccl_version, cuda_version, params["package_revision"])
-    result = {"changed": False, "changes": [], "package_version": package_version}
-
-    if params["restore_pin"]:
-        pin = None if params["restore_pin"] == "absent" else rules.pin_preferences(header, params["restore_pin"])
-        apply.file(rules.PREFERENCES, pin)
-        module.exit_json(**apply.report(result))
-
-    if params["library"]:
-        code, error = loaded_version()
-        expected = rules.version_code(nccl_version)
-        if error or code != expected:
-            apply.refuse(
-                [
-                    f"libnccl.so.2 reports NCCL {code if error is None else error} but {package_version} (code"
-                    f" {expected}) is pinned; another libnccl.so.2 may shadow it (ldconfig -p | grep nccl)."
-                ]
-            )
-        module.exit_json(**dict(result, version_code=code))
-
-    # 2. The packages: what is installed, what the repositories offer, and what the role may do.
-    dpkg, madison = rules.read_packages(module)
-    decision = rules.package_decision(
-        dpkg_text=dpkg,
-        madison_text=madison,
-        package_version=package_version,
-        nccl_version=nccl_version,
-        cuda_version=cuda_version,
-        install_dev=params["install_dev"],
-        allow_version_change=params["allow_version_change"],
-        offered_index=params["offered_index"],
-        before_repository=params["before_repository"] or module.check_mode,
-    )
-    versions = {"nccl": str(nccl_version), "cuda": str(cuda_version), "kernel": platform.release()}
-    features = rules.feature_errors(module, params["required_features"], params["feature_minimums"], versions)
-    apply.refuse(decision["errors"] + features)
-    for note in conf["notes"]:
-        module.warn(f"{params['host'] or 'nccl'}: nccl_conf: {note}")
-    result.update({key: decision[key] for key in ("installed", "packages", "unverifiable")})
-    result.update(rules.package_state(decision["installed"], decision["packages"], package_version, params["hold"]))
-    if decision["notes"]:
-        result["msg"] = " ".join(decision["notes"])
-    if params["state"] == "checked":
-        module.exit_json(**result)
-
-    # 3. The pin (before apt installs, so that apt's choice is the pinned build) and nccl.conf.
-    apply.file(rules.PREFERENCES, rules.pin_preferences(header, package_version))
-    apply.file(params["conf_path"], rules.conf_text(header, conf["lines"]))
-    module.exit_json(**apply.report(result))
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
 
 
 if __name__ == "__main__":

@@ -128,98 +128,11 @@ facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import rdma_modules as rules  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import interface_modules  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.gpudirect import MODES, assess  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_modules import ARGUMENT_SPEC, run  # noqa: E402
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            **APPLIER_ARGUMENTS,
-            "mode": {"type": "str", "default": "auto", "choices": list(MODES)},
-            "nccl_version": {"type": "str", "default": ""},
-            "core_modules": {"type": "list", "elements": "str", "default": []},
-            "extra_modules": {"type": "list", "elements": "str", "default": []},
-            "interfaces": {"type": "list", "elements": "raw", "default": []},
-            "hca_detect": {"type": "bool", "default": True},
-            "hca_driver_map": {"type": "dict", "default": {}},
-            "hca_unbound_modules": {"type": "list", "elements": "str", "default": []},
-            "softdeps": {"type": "list", "elements": "raw", "default": []},
-            "runtime_load": {"type": "raw"},
-            "peermem_force": {"type": "bool", "default": False},
-            "kallsyms": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
-    module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
-    params = module.params
-    host = params["host"]
-    prefix = f"{host}: " if host else ""
-    apply = Applier(module)
-
-    # 1. The input, every problem at once, before anything is read or changed.
-    apply.refuse(rules.input_errors(params))
-
-    # 2. What the host has, and whether the request can be honoured here.
-    live = params["root"] == "/"
-    found = assess(
-        module,
-        dict(params, extra_modules=interface_modules(params["interfaces"]) + params["extra_modules"]),
-        host,
-    )
-    decision, facts, wanted, runtime = found["decision"], found["facts"], found["wanted"], found["runtime"]
-    runtime["load"] = runtime["load"] and live
-    probe = found["probe"]
-    result = {"changed": False, "wanted": wanted, "runtime_load": runtime, "facts": facts, "changes": []}
-    if decision["mode"]:
-        result["gpudirect"] = {"mode": decision["mode"], "reason": decision["reason"]}
-    if found["problems"]:
-        module.fail_json(msg="\n".join(found["problems"]), **result)
-    for warning in decision["warnings"]:
-        module.warn(warning)
-    if params["state"] == "checked":
-        module.exit_json(**result)
-
-    # 3. Persist, load, then GPUDirect: only what differs.
-    apply.file(rules.LOAD_CONF, rules.load_conf(params["header"], wanted))
-    apply.file(rules.SOFTDEP_CONF, rules.softdep_conf(params["header"], params["softdeps"]))
-    failures = []
-    if runtime["load"]:
-        for name in wanted:
-            error = apply.load(probe["modprobe"], name, "not loaded (it is in " + rules.LOAD_CONF + ")")
-            if error:
-                failures.append(f"{prefix}modprobe {name} failed: {error}")
-    else:
-        result["msg"] = f"{prefix}RDMA modules not loaded now: {runtime['why']}; {rules.LOAD_CONF} loads them at boot."
-    if failures:
-        module.fail_json(msg="\n".join(failures), **apply.report(result))
-
-    peermem_load = None
-    if decision["mode"] == "peermem" and runtime["load"]:
-        error = apply.load(probe["modprobe"], "nvidia_peermem", "GPUDirect RDMA mode peermem")
-        peermem_load = {"rc": 1, "msg": error} if error else {"rc": 0}
-    outcome = rules.gpudirect_outcome(
-        {"gpudirect": result.get("gpudirect"), "runtime_load": runtime, "facts": facts},
-        peermem_load,
-        {
-            "host": host or "?",
-            "mode": params["mode"],
-            "force": params["peermem_force"],
-            "peermem_conf": rules.PEERMEM_CONF,
-        },
-    )
-    peermem = rules.peermem_conf(params["header"], params["peermem_force"]) if outcome["persist"] else None
-    apply.file(rules.PEERMEM_CONF, peermem)
-    for warning in outcome["warnings"]:
-        module.warn(warning)
-    # The record also at the top: role rdma_modules registers this result as the fact gpucluster_gpudirect.
-    apply.report(result, gpudirect=outcome["record"], **outcome["record"])
-    if outcome["fatal"]:
-        module.fail_json(msg=outcome["fatal"], **result)
-    module.exit_json(**result)
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
 
 
 if __name__ == "__main__":

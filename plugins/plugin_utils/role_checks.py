@@ -155,7 +155,42 @@ class Checks:
 
     def run(self, role):
         """The problems of one role on this host, each a message (prefixed with the host by the report)."""
-        return getattr(self, f"_check_{role}")(self.role_vars(role, self._extra(role)))
+        return self.run_all([role])[role]
+
+    def run_all(self, roles):
+        """{role: its problems} for ``roles``, in order; what the host must tell is read in one call: module
+        host_checks runs each role's module (``_step_<role>``), and ``_judge_<role>`` reads its result."""
+        views = {role: self.role_vars(role, self._extra(role)) for role in roles}
+        steps = {}
+        for role in roles:
+            prepare = getattr(self, f"_step_{role}", None)
+            step = prepare(views[role]) if prepare else None
+            if step is not None:
+                steps[role] = step
+        results = self._call(steps)
+        problems = {}
+        for role in roles:
+            judge = getattr(self, f"_judge_{role}", None)
+            if judge is not None:
+                problems[role] = judge(views[role], steps.get(role), results.get(role))
+            else:
+                problems[role] = getattr(self, f"_check_{role}")(views[role])
+        return problems
+
+    def _call(self, steps):
+        """{role: its module's result}: one module run on the host for one step, module host_checks for several."""
+        if not steps:
+            return {}
+        if len(steps) == 1:
+            ((role, step),) = steps.items()
+            return {role: self.run_module(step["module"], step["args"])}
+        result = self.run_module(
+            "gpucluster.fabric.host_checks",
+            {"steps": [{key: step[key] for key in ("module", "args", "inputs")} for step in steps.values()]},
+        )
+        if result.get("failed") or result.get("unreachable") or len(result.get("results") or []) != len(steps):
+            return dict.fromkeys(steps, result)  # the call itself failed: every role says so
+        return dict(zip(steps, result["results"]))
 
     def intent(self, role):
         """The host's part of the intent for ``role``: what its applier is to make true, defaulted and templated."""
@@ -173,10 +208,17 @@ class Checks:
             return {"__gpucluster_offered_nccl": self.shared.get("offered_nccl", {})}
         return None
 
-    def _applier(self, rv, module, state_var):
-        rv.set(state_var, "checked")
-        result = self.run_module(module, rv.task_args("apply.yml", module))
+    @staticmethod
+    def _step(module, args, inputs=None, errors=()):
+        return {"module": module, "args": args, "inputs": inputs or {}, "errors": list(errors)}
+
+    @staticmethod
+    def _failed(result):
         return result_messages(result) if result.get("failed") else []
+
+    def _applier_step(self, rv, module, state_var):
+        rv.set(state_var, "checked")
+        return self._step(module, rv.task_args("apply.yml", module))
 
     def _check_rdma_core(self, rv):
         # Input only (OS family, memlock, package and unit names): the module's own rule, run here on the controller
@@ -184,35 +226,50 @@ class Checks:
         args = rv.task_args("apply.yml", "gpucluster.fabric.rdma_core", leave_out=("state", "header"))
         return [f"{self.host}: {error}" for error in rdma_core_rules.input_errors(args)]
 
-    def _check_rdma_modules(self, rv):
-        return self._applier(rv, "gpucluster.fabric.rdma_modules", "__rdma_modules_state")
+    def _step_rdma_modules(self, rv):
+        return self._applier_step(rv, "gpucluster.fabric.rdma_modules", "__rdma_modules_state")
 
-    def _check_cuda_repo(self, rv):
+    def _judge_rdma_modules(self, rv, step, result):
+        return self._failed(result)
+
+    def _step_cuda_repo(self, rv):
         # The applier's own arguments (tasks/main.yml), checked by the probe: nothing is installed or written.
         args = rv.task_args(
             "main.yml", "gpucluster.fabric.cuda_repo", leave_out=("run_tags", "skip_tags", "host", "header")
         )
         args["fail_on_errors"] = True
         errors = read_keyring_deb(args, lambda source: self.find_file(source, "cuda_repo"))
-        result = self.run_module("gpucluster.fabric.cuda_repo_probe", args)
+        return self._step("gpucluster.fabric.cuda_repo_probe", args, errors=errors)
+
+    def _judge_cuda_repo(self, rv, step, result):
         if "offered_nccl" in result:
             self.shared["offered_nccl"] = result["offered_nccl"]
-        if errors:
-            return errors + [str(e) for e in result.get("errors") or []]
-        return result_messages(result) if result.get("failed") else []
+        if step["errors"]:
+            return step["errors"] + [str(e) for e in result.get("errors") or []]
+        return self._failed(result)
 
-    def _check_nccl(self, rv):
-        return self._applier(rv, "gpucluster.fabric.nccl", "__nccl_state")
+    def _step_nccl(self, rv):
+        step = self._applier_step(rv, "gpucluster.fabric.nccl", "__nccl_state")
+        # What cuda_repo's probe read from the repository's signed index, when it runs in the same call.
+        step["inputs"] = {"offered_index": ["gpucluster.fabric.cuda_repo_probe", "offered_nccl"]}
+        return step
 
-    def _check_fabric_interfaces(self, rv):
+    def _judge_nccl(self, rv, step, result):
+        return self._failed(result)
+
+    def _step_fabric_interfaces(self, rv):
         interfaces = rv.get("fabric_interfaces")
-        if isinstance(interfaces, (list, tuple)):
-            names = [i["name"] for i in interfaces if isinstance(i, dict) and isinstance(i.get("name"), str)]
-            args = {"names": names, "detect_backend": rv.get("fabric_interfaces_backend") == "auto"}
-            probed = self.run_module("gpucluster.fabric.fabric_link_info", args)
-            if probed.get("failed"):
-                return result_messages(probed)
-            rv.set("__fabric_interfaces_host", probed)
+        if not isinstance(interfaces, (list, tuple)):
+            return None  # the rule below says what is wrong with it
+        names = [i["name"] for i in interfaces if isinstance(i, dict) and isinstance(i.get("name"), str)]
+        args = {"names": names, "detect_backend": rv.get("fabric_interfaces_backend") == "auto"}
+        return self._step("gpucluster.fabric.fabric_link_info", args)
+
+    def _judge_fabric_interfaces(self, rv, step, result):
+        if result is not None:
+            if result.get("failed"):
+                return result_messages(result)
+            rv.set("__fabric_interfaces_host", result)
         return rv.expression(
             "fabric_interfaces | gpucluster.fabric.fabric_interfaces_preflight_errors(__fabric_interfaces_checks)"
         )

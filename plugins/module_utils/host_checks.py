@@ -1,0 +1,108 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""Several of the collection's modules in one remote call (module host_checks): the site preflight's host checks.
+
+Each step is one module's own code (its ``run`` function and argument spec in module_utils), given a stand-in for the
+AnsibleModule whose ``params`` are the step's validated arguments and whose ``exit_json`` / ``fail_json`` end the step
+instead of the process. Only modules that change nothing in the state asked for are accepted (``read_only``).
+"""
+
+import traceback
+
+from . import cuda_repo_probe, fabric_link, nccl, rdma_modules
+
+# module name -> (argument spec, run(module), whether the arguments given leave the host unchanged)
+STEPS = {
+    "gpucluster.fabric.rdma_modules": (
+        rdma_modules.ARGUMENT_SPEC,
+        rdma_modules.run,
+        lambda args: args.get("state") == "checked",
+    ),
+    "gpucluster.fabric.nccl": (nccl.ARGUMENT_SPEC, nccl.run, lambda args: args.get("state") == "checked"),
+    "gpucluster.fabric.cuda_repo_probe": (
+        cuda_repo_probe.ARGUMENT_SPEC,
+        cuda_repo_probe.run,
+        lambda args: not args.get("install"),
+    ),
+    "gpucluster.fabric.fabric_link_info": (fabric_link.INFO_ARGUMENT_SPEC, fabric_link.info, lambda args: True),
+}
+
+
+class StepDone(Exception):
+    """A step called exit_json or fail_json: its result."""
+
+    def __init__(self, result):
+        super().__init__("step done")
+        self.result = result
+
+
+class StepModule:
+    """The AnsibleModule as one step sees it: the step's own params and warnings; exiting ends the step only."""
+
+    def __init__(self, module, params):
+        object.__setattr__(self, "_module", module)
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "warnings", [])
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._module, name, value)  # e.g. run_command_environ_update, read by run_command
+
+    def warn(self, warning):
+        self.warnings.append(warning)
+
+    def exit_json(self, **result):
+        raise StepDone(self._finish(result))
+
+    def fail_json(self, msg, **result):
+        raise StepDone(self._finish(dict(result, failed=True, msg=msg)))
+
+    def _finish(self, result):
+        result.setdefault("changed", False)
+        if self.warnings:
+            result["warnings"] = list(self.warnings)
+        return result
+
+
+def _failure(msg):
+    return {"failed": True, "changed": False, "msg": msg}
+
+
+def run_step(module, validator_class, name, args):
+    """The result of one step, as module ``name`` would return it; ``validator_class``: ArgumentSpecValidator."""
+    if name not in STEPS:
+        return _failure(f"host_checks: {name} is not a module it runs; it runs {', '.join(sorted(STEPS))}")
+    spec, run, read_only = STEPS[name]
+    if not read_only(args):
+        return _failure(f"host_checks: {name} would change the host with these arguments; it only checks")
+    validation = validator_class(spec).validate(args)
+    if validation.error_messages:
+        return _failure(f"{name}: " + "; ".join(validation.error_messages))
+    params = validation.validated_parameters
+    module.no_log_values.update(
+        str(params[key]) for key, option in spec.items() if option.get("no_log") and params.get(key)
+    )
+    try:
+        run(StepModule(module, params))
+    except StepDone as done:
+        return done.result
+    except Exception:  # noqa: BLE001 - one step's bug must not lose the other steps' results
+        return _failure(f"{name} raised: {traceback.format_exc()}")
+    return _failure(f"{name} returned without a result")
+
+
+def run_steps(module, validator_class, steps):
+    """Every step's result, in order; ``inputs`` ({argument: [module, key]}) takes an argument from an earlier step's
+    result when that result has the key (a failed step's too, as its module returned it)."""
+    results, by_module = [], {}
+    for step in steps:
+        args = dict(step.get("args") or {})
+        for argument, (source, key) in (step.get("inputs") or {}).items():
+            if key in by_module.get(source, {}):
+                args[argument] = by_module[source][key]
+        result = run_step(module, validator_class, step["module"], args)
+        results.append(result)
+        by_module[step["module"]] = result
+    return results
