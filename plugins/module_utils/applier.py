@@ -11,6 +11,8 @@ import os
 import tempfile
 
 FILE_MODE = 0o644
+# What the diff shows of a file that holds secrets (a change to it is still reported, with why).
+SECRET_DIFF = "({} content not shown: the file holds keys)\n"
 # The options every applier module has (documented in plugins/doc_fragments/applier.py).
 ARGUMENT_SPEC = {
     "state": {"type": "str", "default": "present", "choices": ["present", "checked"]},
@@ -61,21 +63,22 @@ class Applier:
         except FileNotFoundError:
             return None
 
-    def file(self, path, content, mode=FILE_MODE):
-        """Make ``path`` hold ``content`` (``mode``, root's), or be absent when ``content`` is None."""
+    def file(self, path, content, mode=FILE_MODE, secret=False):
+        """Make ``path`` hold ``content`` (``mode``, root's), or be absent when ``content`` is None. A ``secret`` file's
+        content is never put in the diff."""
         real = self.path(path)
         before = self._read(path)
         if content is None:
             if before is None:
                 return
-            self._record(path, "it is not wanted (removed)", before, "")
+            self._record(path, "it is not wanted (removed)", before, "", secret)
             if not self.module.check_mode:
                 os.unlink(real)
             return
         mode_wrong = before is not None and (os.stat(real).st_mode & 0o7777) != mode
         if before == content and not mode_wrong:
             return
-        self._record(path, _why(before, content, mode), before or "", content)
+        self._record(path, _why(before, content, mode), before or "", content, secret)
         if self.module.check_mode:
             return
         directory = os.path.dirname(real)
@@ -95,9 +98,21 @@ class Applier:
             result["diff"] = self.diff
         return result
 
-    def _record(self, path, why, before, after):
+    def _record(self, path, why, before, after, secret=False):
         self.changes.append({"what": path, "why": why})
+        if secret:
+            before, after = (SECRET_DIFF.format(age) if text else "" for age, text in (("old", before), ("new", after)))
         self.diff.append({"before_header": path, "after_header": path, "before": before, "after": after})
+
+    def directory(self, path, mode=0o755):
+        """Make directory ``path`` exist (``mode``, root's) where it is missing; an existing one is left as it is."""
+        real = self.path(path)
+        if os.path.isdir(real):
+            return
+        self.changes.append({"what": path, "why": "the directory is missing"})
+        if not self.module.check_mode:
+            os.makedirs(real, exist_ok=True)
+            os.chmod(real, mode)
 
     def loaded(self, name):
         return os.path.exists(self.path("/sys/module/" + name))

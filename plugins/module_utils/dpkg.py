@@ -5,9 +5,12 @@
 Pure functions, no Ansible imports, importable on Python 3.8 targets.
 """
 
+import glob
+import os
 import re
 
 STATUS = "/var/lib/dpkg/status"
+APT_LISTS = "/var/lib/apt/lists"
 # A plain package name (deb-control(5), Package field); anything else (a version, a wildcard) is left to apt.
 _PLAIN_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]+")
 
@@ -36,3 +39,17 @@ def not_installed(installed, names):
     return [
         name for name in names if not (isinstance(name, str) and _PLAIN_NAME.fullmatch(name)) or name not in installed
     ]
+
+
+def apt_state(path, names):
+    """What an applier reports before the role's apt task: ``packages_missing`` (of ``names``, from dpkg's status
+    file) and ``apt_indexes`` (whether apt has package indexes yet); ``path`` maps a host path to where it is read."""
+    try:
+        with open(path(STATUS), encoding="utf-8") as handle:
+            installed = parse_status(handle.read())
+    except FileNotFoundError:  # not a Debian host: every package is apt's (or dnf's) to judge
+        installed = {}
+    return {
+        "packages_missing": not_installed(installed, names),
+        "apt_indexes": bool(glob.glob(os.path.join(path(APT_LISTS), "*_Packages*"))),
+    }

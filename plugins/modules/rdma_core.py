@@ -94,9 +94,6 @@ packages_missing:
   elements: str
 """
 
-import glob  # noqa: E402
-import os  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import dpkg  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import rdma_core as rules  # noqa: E402
@@ -123,14 +120,7 @@ def main():
     params = module.params
     apply = Applier(module)
     apply.refuse(rules.input_errors(params))
-    lists = apply.path("/var/lib/apt/lists")
-    result = {"changed": False, "changes": [], "apt_indexes": bool(glob.glob(os.path.join(lists, "*_Packages*")))}
-    try:
-        with open(apply.path(dpkg.STATUS), encoding="utf-8") as handle:
-            installed = dpkg.parse_status(handle.read())
-    except FileNotFoundError:
-        installed = {}
-    result["packages_missing"] = dpkg.not_installed(installed, params["packages"])
+    result = {"changed": False, "changes": [], **dpkg.apt_state(apply.path, params["packages"])}
     if params["state"] == "checked":
         module.exit_json(**result)
 

@@ -52,6 +52,7 @@ STAND_INS = {
     "__nccl_package_version": "2.21.5-1+cuda12.4",
     "__gpucluster_offered_nccl": {"libnccl2": ["2.21.5-1+cuda12.4"]},
     "__opensm_was_running": True,
+    "__opensm_configured": {"partitions_changed": True, "config_changed": True, "dropin_changed": False},
     "__fabric_validate_report": {
         "failures": {"gpu1": ["gpu1: rdma/ib_write_bw[gpu2] measured 1 Gb/s, threshold 9 Gb/s"]}
     },
