@@ -111,3 +111,38 @@ def test_changes_on_the_controller_are_told_apart_from_changes_on_nodes():
 def test_blog_script_command_count():
     # apt install, wget, dpkg -i, apt update && apt install, modprobe x2, ifconfig, ibv_rc_pingpong
     assert site_bench.blog_commands() == 9
+
+
+def test_task_cpu_callback_writes_a_row_per_task(tmp_path):
+    """tests/bench/callback/task_cpu.py, enabled as its docstring says, in a real ansible-playbook run."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        "- name: Two tasks\n  hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        '    - name: Burn a little CPU\n      ansible.builtin.set_fact:\n        x: "{{ range(20000) | sum }}"\n'
+        "    - name: Say it\n      ansible.builtin.debug:\n        var: x\n"
+    )
+    log = tmp_path / "task_cpu.log"
+    env = dict(
+        os.environ,
+        ANSIBLE_CALLBACK_PLUGINS=os.path.join(ROOT, "tests", "bench", "callback"),
+        ANSIBLE_CALLBACKS_ENABLED="task_cpu",
+        GPUCLUSTER_TASK_CPU_LOG=str(log),
+    )
+    subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(playbook),
+        ],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    header, *rows = log.read_text().splitlines()
+    assert re.fullmatch(r"# run: total controller CPU [0-9.]+ s \(before the ssh masters are reaped\)", header)
+    names = [row.split(None, 3)[3] for row in rows]
+    assert names == ["Two tasks | (play start)", "Two tasks | Burn a little CPU", "Two tasks | Say it"]
+    assert all(float(row.split()[0]) >= 0 and int(row.split()[2]) in (0, 1) for row in rows)
