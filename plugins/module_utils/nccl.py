@@ -3,7 +3,8 @@
 """Validation for the nccl role: package versions, /etc/nccl.conf content and feature minimums.
 
 Pure functions returning error strings (empty list = valid), so the role's preflight can assert on them and
-name the host, the variable, the value and the fix.
+name the host, the variable, the value and the fix; and ``run(module)``, the module nccl's steps on the node (module
+nccl runs it, and module host_checks its checked state), with no Ansible import.
 """
 
 import ctypes
