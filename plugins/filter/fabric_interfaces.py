@@ -3,7 +3,7 @@
 """Filters for role fabric_interfaces: its preflight checks and its sysctls (logic in module_utils/fabric_mtu.py)."""
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_mtu
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.lazy import function
 
 
 def fabric_interfaces_preflight_errors(interfaces, checks=None):
@@ -11,17 +11,17 @@ def fabric_interfaces_preflight_errors(interfaces, checks=None):
     enhanced_ipoib, partitions, roce_min_rdma_mtu, default_partition, check_link_type, host_checks)."""
     checks = dict(checks or {})
     checks["roce_min_rdma_mtu"] = int(checks.get("roce_min_rdma_mtu", 4096) or 0) or None
-    return fabric_mtu.role_errors(interfaces, **checks)
+    return function("module_utils.fabric_mtu", "role_errors")(interfaces, **checks)
 
 
-def _wrap(function):
+def _wrap(func):
     def call(*args, **kwargs):
         try:
-            return function(*args, **kwargs)
+            return func(*args, **kwargs)
         except (TypeError, ValueError) as exc:
-            raise AnsibleFilterError(f"{function.__name__}: {exc}") from exc
+            raise AnsibleFilterError(f"{func.__name__}: {exc}") from exc
 
-    call.__name__ = function.__name__
+    call.__name__ = func.__name__
     return call
 
 
@@ -29,5 +29,5 @@ class FilterModule:
     def filters(self):
         return {
             "fabric_interfaces_preflight_errors": _wrap(fabric_interfaces_preflight_errors),
-            "fabric_interfaces_sysctls": _wrap(fabric_mtu.fabric_sysctls),
+            "fabric_interfaces_sysctls": _wrap(function("module_utils.fabric_mtu", "fabric_sysctls")),
         }

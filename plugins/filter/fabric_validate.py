@@ -11,32 +11,16 @@ Public for module fabric_report_plot: fabric_plot_series (logic in plugins/modul
 Each filter is documented in <name>.yml.
 """
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
-    expected_interface_mtus,
-    merge_thresholds,
-    nccl_run_records,
-    perftest_argv,
-    plot_series,
-    preflight_errors,
-    rdma_part,
-    rdma_retry_rounds,
-    rdma_round_record,
-    rdma_rounds,
-    sm_query_ports,
-    sm_query_records,
-)
-from ansible_collections.gpucluster.fabric.plugins.module_utils.nccl_tests import parse_nccl_tests
-from ansible_collections.gpucluster.fabric.plugins.module_utils.perftest import (
-    parse_perftest,
-    perftest_json_capable,
-    summarize_perftest,
-)
-from ansible_collections.gpucluster.fabric.plugins.plugin_utils.report_files import markdown_cell
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.lazy import function
+
+
+def _checks(name):
+    return function("module_utils.fabric_checks", name)
 
 
 def perftest_parse(text):
-    parsed = parse_perftest(text)
-    parsed["summary"] = summarize_perftest(parsed)
+    parsed = function("module_utils.perftest", "parse_perftest")(text)
+    parsed["summary"] = function("module_utils.perftest", "summarize_perftest")(parsed)
     return parsed
 
 
@@ -44,31 +28,35 @@ def perftest_probe_json_capable(probe):
     """perftest_json_capable on the registered loop of ``ib_write_bw --version`` and ``ib_write_bw --help`` (each
     exits non-zero, and a host without perftest has neither: not capable)."""
     outputs = {r.get("item"): r.get("stdout") or "" for r in (probe or {}).get("results") or [] if isinstance(r, dict)}
-    return perftest_json_capable(outputs.get("--version", ""), outputs.get("--help", ""))
+    return function("module_utils.perftest", "perftest_json_capable")(
+        outputs.get("--version", ""), outputs.get("--help", "")
+    )
 
 
 def nccl_tests_parse(text):
-    return parse_nccl_tests(text)
+    return function("module_utils.nccl_tests", "parse_nccl_tests")(text)
 
 
 class FilterModule:
     def filters(self):
+        rdma_rounds = _checks("rdma_rounds")
+        preflight_errors = _checks("preflight_errors")
         return {
             "perftest_parse": perftest_parse,
             "nccl_tests_parse": nccl_tests_parse,
             "fabric_rdma_rounds": lambda hosts, pairs=None, present=None: rdma_rounds(hosts, pairs or None, present),
-            "fabric_rdma_retry_rounds": rdma_retry_rounds,
-            "fabric_rdma_part": rdma_part,
-            "fabric_perftest_argv": perftest_argv,
+            "fabric_rdma_retry_rounds": _checks("rdma_retry_rounds"),
+            "fabric_rdma_part": _checks("rdma_part"),
+            "fabric_perftest_argv": _checks("perftest_argv"),
             "fabric_perftest_json_capable": perftest_probe_json_capable,
-            "fabric_rdma_round_record": rdma_round_record,
-            "fabric_nccl_run_records": nccl_run_records,
+            "fabric_rdma_round_record": _checks("rdma_round_record"),
+            "fabric_nccl_run_records": _checks("nccl_run_records"),
             # One mapping of the role's inputs, named as preflight_errors' parameters.
             "fabric_preflight_errors": lambda inputs: preflight_errors(**inputs),
-            "fabric_merge_thresholds": merge_thresholds,
-            "fabric_expected_mtus": expected_interface_mtus,
-            "fabric_plot_series": plot_series,
-            "fabric_md_cell": markdown_cell,
-            "fabric_sm_query_ports": sm_query_ports,
-            "fabric_sm_records": sm_query_records,
+            "fabric_merge_thresholds": _checks("merge_thresholds"),
+            "fabric_expected_mtus": _checks("expected_interface_mtus"),
+            "fabric_plot_series": _checks("plot_series"),
+            "fabric_md_cell": function("plugin_utils.report_files", "markdown_cell"),
+            "fabric_sm_query_ports": _checks("sm_query_ports"),
+            "fabric_sm_records": _checks("sm_query_records"),
         }

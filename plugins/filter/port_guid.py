@@ -37,9 +37,9 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import (  # noqa: E402
-    normalize_port_guid,
-)
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.lazy import function  # noqa: E402
+
+normalize_port_guid = function("module_utils.opensm_partitions", "normalize_port_guid")
 
 
 def port_guid(value):

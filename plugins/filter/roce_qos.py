@@ -2,7 +2,10 @@
 # Apache License 2.0 (see LICENSE)
 """Filters of role roce_qos: its input checks and the settings per RoCE interface (each documented in <name>.yml)."""
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos import qos_errors, resolved_settings
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.lazy import function
+
+qos_errors = function("module_utils.roce_qos", "qos_errors")
+resolved_settings = function("module_utils.roce_qos", "resolved_settings")
 
 KEYS = ("trust", "pfc_priorities", "dscp_map", "tos", "ecn")
 

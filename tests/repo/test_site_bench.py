@@ -48,12 +48,24 @@ def test_thirty_two_nodes_get_distinct_guids_and_addresses(tmp_path):
     assert len({v["lab_fabric_address"] for v in gpus.values()}) == 32
 
 
+def test_podman_inventory_addresses_each_container_by_name(tmp_path):
+    inventory = site_bench.write_inventory(str(tmp_path / "inv"), 2, podman=True)
+    with open(os.path.join(inventory, "hosts.yml")) as f:
+        children = yaml.safe_load(f)["all"]["children"]
+    hosts = {**children["gpu_nodes"]["hosts"], **children["subnet_managers"]["hosts"]}
+    assert {name: v["ansible_host"] for name, v in hosts.items()} == {name: name for name in hosts}
+    plain = site_bench.write_inventory(str(tmp_path / "plain"), 2)
+    with open(os.path.join(plain, "hosts.yml")) as f:
+        assert "ansible_host" not in f.read()
+
+
 def test_configurations_set_only_their_own_environment(tmp_path):
     env = {"LAB_SSH_ROOT": "/x", "PATH": "/bin"}
-    assert site_bench.config_env("podman", env, str(tmp_path))["LAB_CONNECTION"] == "podman"
+    podman = site_bench.config_env("podman", env, str(tmp_path))
+    assert podman["ANSIBLE_TRANSPORT"] == "containers.podman.podman"
     assert site_bench.config_env("pipelining", env, str(tmp_path))["ANSIBLE_PIPELINING"] == "true"
     default = site_bench.config_env("default", env, str(tmp_path))
-    assert "LAB_CONNECTION" not in default and "ANSIBLE_PIPELINING" not in default
+    assert not {"ANSIBLE_TRANSPORT", "ANSIBLE_PIPELINING"} & set(default)
     assert default["ANSIBLE_SSH_CONTROL_PATH_DIR"] == str(tmp_path / "cp")
 
 

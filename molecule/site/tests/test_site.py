@@ -56,7 +56,7 @@ def _interface_with_mac(host, mac):
 @pytest.mark.parametrize("name", [*GPU_NODES, *SUBNET_MANAGERS])
 def test_reached_over_ssh_with_the_lab_known_hosts(name):
     """The connection is SSH with strict host key checking against the lab's known_hosts, never podman exec."""
-    assert os.environ.get("LAB_CONNECTION", "ssh") == "ssh"
+    assert os.environ.get("ANSIBLE_TRANSPORT", "ssh") == "ssh"
     known = (_ssh_dir(name) / "known_hosts").read_text().split()
     assert _vars(name)["lab_mgmt_address"] in known
     # What ssh makes of the lab's ssh_config for this host (ssh -G): the lab's known_hosts only, checked strictly.

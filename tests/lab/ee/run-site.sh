@@ -33,7 +33,7 @@ args=(
   --execution-environment-volume-mounts "$LAB_REPORT_DIR:$LAB_REPORT_DIR"
   --execution-environment-volume-mounts "$root/tests/lab/ansible.cfg:$root/tests/lab/ansible.cfg:ro"
 )
-for name in ANSIBLE_CONFIG LAB_SSH_ROOT LAB_MIRROR_CACHE LAB_REPORT_DIR LAB_SUITE LAB_MEMLOCK_KIB LAB_CONNECTION; do
+for name in ANSIBLE_CONFIG LAB_SSH_ROOT LAB_MIRROR_CACHE LAB_REPORT_DIR LAB_SUITE LAB_MEMLOCK_KIB; do
   [[ -n "${!name:-}" ]] && args+=(--pass-environment-variable "$name")
 done
 args+=(--playbook-artifact-save-as "$root/.build/ee/artifacts/{playbook_name}-{time_stamp}.json"
