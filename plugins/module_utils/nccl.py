@@ -412,6 +412,20 @@ def loaded_version():
     return version.value, None
 
 
+def library_code(apply, nccl_version, build):
+    """ncclGetVersion's code of the library the loader finds; refused (no change made) unless it is ``build``'s."""
+    code, error = loaded_version()
+    expected = version_code(nccl_version)
+    if error or code != expected:
+        apply.refuse(
+            [
+                f"libnccl.so.2 reports NCCL {code if error is None else error} but {build} (code"
+                f" {expected}) is pinned; another libnccl.so.2 may shadow it (ldconfig -p | grep nccl)."
+            ]
+        )
+    return code
+
+
 ARGUMENT_SPEC = {
     **APPLIER_ARGUMENTS,
     "nccl_version": {"type": "raw", "required": True},
@@ -428,6 +442,7 @@ ARGUMENT_SPEC = {
     "feature_minimums": {"type": "list", "elements": "dict", "default": []},
     "hold": {"type": "bool", "default": True},
     "library": {"type": "bool", "default": False},
+    "library_in_place": {"type": "bool", "default": False},
     "restore_pin": {"type": "str", "default": ""},
 }
 
@@ -451,16 +466,7 @@ def run(module):
         module.exit_json(**apply.report(result))
 
     if params["library"]:
-        code, error = loaded_version()
-        expected = version_code(nccl_version)
-        if error or code != expected:
-            apply.refuse(
-                [
-                    f"libnccl.so.2 reports NCCL {code if error is None else error} but {build} (code"
-                    f" {expected}) is pinned; another libnccl.so.2 may shadow it (ldconfig -p | grep nccl)."
-                ]
-            )
-        module.exit_json(**dict(result, version_code=code))
+        module.exit_json(**dict(result, version_code=library_code(apply, nccl_version, build)))
 
     # 2. The packages: what is installed, what the repositories offer, and what the role may do.
     dpkg, madison = read_packages(module)
@@ -486,6 +492,9 @@ def run(module):
         result["msg"] = " ".join(decision["notes"])
     if params["state"] == "checked":
         module.exit_json(**result)
+    if params["library_in_place"] and result["in_place"]:
+        # apt has nothing to do: the library check that would follow an install, in this call, before any change.
+        result["version_code"] = library_code(apply, nccl_version, build)
 
     # 3. The pin (before apt installs, so that apt's choice is the pinned build) and nccl.conf.
     apply.file(PREFERENCES, pin_preferences(header, build))

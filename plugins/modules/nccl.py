@@ -87,6 +87,13 @@ options:
     description: Read the version the installed C(libnccl.so.2) reports and check it (after apt installed it).
     type: bool
     default: false
+  library_in_place:
+    description:
+      - With O(state=present), when every package is already installed at the pinned build (RV(in_place)), also
+        check the library as O(library) does, before any change, and return RV(version_code) - the check that
+        follows an install, without a second call when apt has nothing to do.
+    type: bool
+    default: false
   restore_pin:
     description: Write only the pin of this installed version, or remove the pin with V(absent).
     type: str
@@ -132,8 +139,9 @@ hold_pending:
   type: list
   elements: str
 version_code:
-  description: What C(ncclGetVersion) of the installed library returned (with O(library=true)).
-  returned: when library
+  description: What C(ncclGetVersion) of the installed library returned (with O(library=true), or with
+    O(library_in_place=true) when RV(in_place)).
+  returned: with library, or with library_in_place when in_place
   type: int
 changes:
   description: What was changed (or, in check mode, would be), each with why.

@@ -113,7 +113,11 @@ INTENT_TASKS = {
         "gpucluster.fabric.cuda_repo",
         ("run_tags", "skip_tags", "host", "header", "keyring_deb_src"),
     ),
-    "nccl": ("apply.yml", "gpucluster.fabric.nccl", ("state", "host", "header", "offered_index", "before_repository")),
+    "nccl": (
+        "apply.yml",
+        "gpucluster.fabric.nccl",
+        ("state", "host", "header", "offered_index", "before_repository", "library_in_place"),
+    ),
     "fabric_interfaces": (
         "main.yml",
         "gpucluster.fabric.fabric_interfaces",

@@ -5,10 +5,14 @@ collection's Python from source at each import: what a filter file imports at it
 uses a later filter. Run in a fresh interpreter, so that what other tests imported does not count."""
 
 import json
+import os
 import subprocess
 import sys
 
-from conftest import _collections_root
+import ansible_collections.gpucluster.fabric as collection
+
+# The directory that holds ansible_collections/ (tests/unit/conftest.py put it on sys.path), as given, not resolved.
+COLLECTIONS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(list(collection.__path__)[0])))
 
 PROBE = r"""
 import json, sys
@@ -31,7 +35,7 @@ print(json.dumps({"loaded": loaded, "value": value, "ports": ports, "after": aft
 
 def test_filter_files_import_no_module_utils_until_a_filter_runs():
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, _collections_root()], capture_output=True, text=True, check=True
+        [sys.executable, "-c", PROBE, COLLECTIONS_ROOT], capture_output=True, text=True, check=True
     ).stdout
     result = json.loads(out.strip().splitlines()[-1])
     assert result["loaded"] == []

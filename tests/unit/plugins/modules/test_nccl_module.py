@@ -85,6 +85,17 @@ def test_library_check_without_nccl_fails_with_the_fix(tmp_path):
     assert "libnccl.so.2 cannot be loaded" in result["msg"] and "ldconfig -p | grep nccl" in result["msg"]
 
 
+def test_library_in_place_checks_only_when_apt_has_nothing_to_do(tmp_path):
+    """No NCCL here: the packages are not in place, so apt and the check after it are the role's; the module writes
+    the pin and returns no version_code (a library check here would fail: nothing to load)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    result = run_module(tmp_path, ARGS, root=str(root), library_in_place=True)
+    assert result.get("failed") is not True, result
+    assert result["in_place"] is False and "version_code" not in result
+    assert (root / PIN).exists()
+
+
 MINIMUMS = [
     {"feature": "nvls", "component": "nccl", "minimum": "2.17", "source": "release notes"},
     {"feature": "dmabuf", "component": "kernel", "minimum": "999.0", "source": "kernel docs"},
