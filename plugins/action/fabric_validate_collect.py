@@ -3,12 +3,25 @@
 
 """Action plugin gpucluster.fabric.fabric_validate_collect (documented in plugins/modules/fabric_validate_collect.py):
 with ``role_checks``, role fabric_validate's input checks first (plugins/plugin_utils/role_checks.py), then the
-module, which only reads."""
+module, which only reads; with ``record``, the host's record as the report judges it, built here on the controller
+(module_utils/fabric_checks.py, collected_record) instead of by a task of its own."""
 
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import collected_record, with_sm
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import CheckedApplierAction
 
 
 class ActionModule(CheckedApplierAction, ActionBase):
     ROLE = "fabric_validate"
     MODULE = "gpucluster.fabric.fabric_validate_collect"
+    ACTION_ARGS = ("record",)
+
+    def _finish(self, result, own):
+        inputs = own.get("record")
+        if inputs is not None and not result.get("failed") and not result.get("unreachable"):
+            inputs = dict(inputs)
+            result["sm_query_host"] = inputs.pop("sm_query_host", None)
+            result["record"] = collected_record(result, inputs)
+            if "sminfo" in result:  # asked in the module's own call (sm_query): the record is whole
+                result["record"] = with_sm(result["record"], result["sminfo"], result["sm_query_host"])
+        return result

@@ -20,6 +20,7 @@ from ansible.template import trust_as_template
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
     evaluate,
     failure_lines,
+    host_record,
     merge_thresholds,
     nccl_side_by_side,
     plot_series,
@@ -37,6 +38,23 @@ from ansible_collections.gpucluster.fabric.plugins.plugin_utils.report_files imp
 TEMPLATES = (("summary.md.j2", "summary.md"),)
 # What the template module renders with (its defaults): blocks trimmed, lines not stripped, Unix newlines.
 TEMPLATE_OVERRIDES = {"trim_blocks": True, "lstrip_blocks": False, "newline_sequence": "\n"}
+
+
+def host_records(names, hostvars):
+    """{host: record} for the hosts ``names``: the record the measured tiers kept (``__fabric_validate_host``), else
+    the one role fabric_validate's collection registered, with its sminfo answers."""
+    records = {}
+    for name in names:
+        variables = hostvars[name]
+        kept = variables.get("__fabric_validate_host")
+        if kept is not None:
+            records[name] = kept
+            continue
+        collected = variables.get("__fabric_validate_collected") or {}
+        if "record" not in collected:
+            raise AnsibleActionFail(f"fabric_validate_report: {name} has no record of what was read (collect.yml)")
+        records[name] = host_record(collected, variables.get("__fabric_validate_sminfo"))
+    return records
 
 
 def host_failures(checks, hosts):
@@ -162,6 +180,8 @@ class ActionModule(ActionBase):
         for required in ("run_id", "report_dir", "templates"):
             if not args.get(required):
                 raise AnsibleActionFail(f"fabric_validate_report: {required} is required")
+        if isinstance(args.get("hosts"), (list, tuple)):
+            args = dict(args, hosts=host_records(args["hosts"], task_vars.get("hostvars") or {}))
         report, failures = build_report(args)
         # Relative to where ansible-playbook runs, never inside a playbook's or an installed collection's directory.
         run_dir = os.path.join(os.path.abspath(os.path.expanduser(str(args["report_dir"]))), str(report["run_id"]))

@@ -5,7 +5,7 @@
 Public: perftest_parse, nccl_tests_parse. Used by roles/fabric_validate: fabric_rdma_rounds, fabric_rdma_retry_rounds,
 fabric_rdma_part, fabric_perftest_json_capable,
 fabric_perftest_argv, fabric_rdma_round_record, fabric_nccl_run_records,
-fabric_preflight_errors, fabric_merge_thresholds, fabric_expected_mtus, fabric_sm_query_ports, fabric_sm_records;
+fabric_preflight_errors, fabric_merge_thresholds, fabric_expected_mtus, fabric_sm_query_ports, fabric_host_record;
 by its report template: fabric_md_cell.
 Public for module fabric_report_plot: fabric_plot_series (logic in plugins/module_utils/fabric_checks.py).
 Each filter is documented in <name>.yml.
@@ -57,6 +57,6 @@ class FilterModule:
             "fabric_expected_mtus": _checks("expected_interface_mtus"),
             "fabric_plot_series": _checks("plot_series"),
             "fabric_md_cell": function("plugin_utils.report_files", "markdown_cell"),
-            "fabric_sm_query_ports": _checks("sm_query_ports"),
-            "fabric_sm_records": _checks("sm_query_records"),
+            "fabric_sm_query_ports": function("module_utils.sminfo", "query_ports"),
+            "fabric_host_record": _checks("host_record"),
         }

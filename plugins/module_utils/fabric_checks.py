@@ -16,6 +16,7 @@ from .nccl import is_debug_only
 from .nccl_debug import nic_data_paths, nvls_used, parse_nccl_info
 from .nccl_tests import parse_nccl_tests, primary
 from .perftest import summarize_perftest_run
+from .sminfo import infiniband_port as _infiniband_port
 from .sminfo import sminfo_outcome
 
 TIERS = ("health", "rdma", "nccl", "outliers")
@@ -466,23 +467,6 @@ def health_checks(host, data, expected):
     return checks
 
 
-def _infiniband_port(port):
-    """InfiniBand link layer (ibsim's simulated sysfs has no link_layer file: its ports are InfiniBand too)."""
-    return port.get("link_layer") in (None, "InfiniBand")
-
-
-def sm_query_ports(ib):
-    """[{device, port}]: the ports whose subnet manager is asked (sminfo) - InfiniBand, LinkUp, with an SM LID.
-
-    A port without an SM LID is failed without asking; a RoCE port has no subnet manager."""
-    return [
-        {"device": device["name"], "port": port["port"]}
-        for device in (ib or {}).get("devices") or []
-        for port in device.get("ports") or []
-        if _infiniband_port(port) and port.get("phys_state") == "LinkUp" and port.get("sm_lid")
-    ]
-
-
 def sm_query_records(results, query_host):
     """One record per sminfo run (the registered loop results): device, port, query_host, rc, stdout and stderr
     (the task's message when it gave no rc: the query host was unreachable)."""
@@ -500,6 +484,48 @@ def sm_query_records(results, query_host):
             }
         )
     return records
+
+
+def collected_record(collected, inputs):
+    """A host's record as the report judges it (an entry of report.json's ``hosts``), from module
+    fabric_validate_collect's result and ``inputs``, what the host's variables say: ``gpudirect`` (role rdma_modules'
+    decision and why, or None), ``allowed_debug`` (nccl_conf_allow_debug_variables), ``require_pfc`` and
+    ``declared_roce`` (the RoCE interfaces declared), ``rdma`` and ``nccl`` (pre-measured results). ``sm`` comes
+    from sminfo, which runs after the collection: ``with_sm``."""
+    return {
+        "ib": collected.get("ib"),
+        # How often the ports were read (more than once while a port waited for the subnet manager).
+        "port_reads": collected.get("attempts"),
+        "gpu": collected.get("gpu"),
+        "gpudirect": inputs.get("gpudirect"),
+        # Judged by role nccl's rule: its debug-only names, less those the host allows.
+        "nccl_conf": dict(collected.get("nccl_conf") or {}, allowed_debug=list(inputs.get("allowed_debug") or [])),
+        "versions": collected.get("versions"),
+        "roce_qos": {
+            "results": collected.get("roce_qos"),
+            "require_pfc": inputs.get("require_pfc", False),
+            "declared": list(inputs.get("declared_roce") or []),
+        },
+        "interfaces": collected.get("interfaces"),
+        "rdma": list(inputs.get("rdma") or []),
+        "rdma_served": [],
+        "nccl": inputs.get("nccl"),
+    }
+
+
+def with_sm(record, sminfo_results, query_host):
+    """``record`` with ``sm``: sm_query_records of the registered sminfo loop (none ran: an empty list)."""
+    return dict(record, sm=sm_query_records(sminfo_results or [], query_host))
+
+
+def host_record(collected, sminfo=None):
+    """The host's whole record from module fabric_validate_collect's registered result (``record``, built by its
+    action plugin) and, unless the module asked the subnet manager itself (the record has ``sm``), the registered
+    sminfo loop's result."""
+    record = collected["record"]
+    if "sm" in record:
+        return record
+    return with_sm(record, (sminfo or {}).get("results"), collected.get("sm_query_host"))
 
 
 SM_HINT = "is OpenSM running? (systemctl status opensm on the subnet managers)"

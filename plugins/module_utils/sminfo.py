@@ -74,3 +74,32 @@ def sminfo_outcome(rc, stdout, stderr):
     if _CANNOT_QUERY_RE.search(text):
         return "cannot_query", detail
     return "no_answer", detail
+
+
+def infiniband_port(port):
+    """InfiniBand link layer (ibsim's simulated sysfs has no link_layer file: its ports are InfiniBand too)."""
+    return port.get("link_layer") in (None, "InfiniBand")
+
+
+def query_ports(ib):
+    """[{device, port}]: the ports whose subnet manager is asked - InfiniBand, LinkUp, with an SM LID (``ib`` as
+    fabric_probe's probe_rdma returns it). A port without an SM LID is failed without asking; a RoCE port has no
+    subnet manager."""
+    return [
+        {"device": device["name"], "port": port["port"]}
+        for device in (ib or {}).get("devices") or []
+        for port in device.get("ports") or []
+        if infiniband_port(port) and port.get("phys_state") == "LinkUp" and port.get("sm_lid")
+    ]
+
+
+def query_all(run, ib, timeout, environment=None):
+    """sminfo for each of ``query_ports(ib)``, on this host, each under ``timeout`` seconds: one result per port
+    in the shape of a registered command loop's (``item``, ``rc``, ``stdout``, ``stderr``), which the report reads
+    either way. ``run(argv, environment)`` returns (rc, stdout, stderr)."""
+    results = []
+    for item in query_ports(ib):
+        argv = ["timeout", str(timeout), "sminfo", "-C", str(item["device"]), "-P", str(item["port"])]
+        rc, stdout, stderr = run(argv, dict(environment or {}))
+        results.append({"item": item, "rc": rc, "stdout": stdout, "stderr": stderr})
+    return results

@@ -51,6 +51,28 @@ options:
     description: Seconds between two reads of ports that wait for the subnet manager (at least 1).
     type: int
     default: 3
+  sm_query:
+    description:
+      - Also ask each InfiniBand port's subnet manager whether it is the master (C(sminfo -C <device> -P <port>),
+        each under O(sm_query_timeout) seconds, on this host) for the ports that are C(LinkUp) with an SM LID, and
+        return RV(sminfo). Role fabric_validate sets it when the host queries for itself
+        (C(fabric_validate_sm_query_host)); sminfo only reads.
+    type: bool
+    default: false
+  sm_query_timeout:
+    description: Seconds each C(sminfo) may take (C(timeout)).
+    type: int
+    default: 15
+  sm_query_environment:
+    description: Environment variables of the C(sminfo) runs (the lab attaches C(sminfo) to a simulated HCA).
+    type: dict
+    default: {}
+  record:
+    description:
+      - What the host's variables say for its record (the action plugin's, on the controller; the module ignores
+        it) - C(gpudirect), C(allowed_debug), C(require_pfc), C(declared_roce), C(rdma), C(nccl) and
+        C(sm_query_host). With it, the result has RV(record) and RV(sm_query_host).
+    type: dict
 extends_documentation_fragment:
   - gpucluster.fabric.role_checks
   - gpucluster.fabric.attributes
@@ -102,6 +124,22 @@ versions:
   returned: always
   type: dict
   sample: {packages: {libnccl2: 2.21.5-1+cuda12.4, rdma-core: null}, kernel: 6.1.0-27-amd64}
+sminfo:
+  description: With O(sm_query), one result per port asked - C(item) (C(device), C(port)), C(rc), C(stdout) and
+    C(stderr), as a registered C(ansible.builtin.command) loop has them.
+  returned: with sm_query
+  type: list
+  elements: dict
+record:
+  description:
+    - The host's record as role fabric_validate's report judges it (an entry of C(report.json)'s C(hosts)); with
+      O(sm_query), its C(sm) too, else without it (the sminfo task after this module adds it).
+  returned: with O(record)
+  type: dict
+sm_query_host:
+  description: The host the sminfo queries of this host run on (O(record)'s C(sm_query_host)).
+  returned: with O(record)
+  type: str
 roce_qos:
   description: Per interface and setting, what M(gpucluster.fabric.roce_qos) returns in check mode (C(ok), C(changed)
     meaning different from O(roce_qos), or C(unsupported) with the reason); empty without O(roce_qos).
@@ -125,6 +163,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos_apply i
     apply_all,
     module_runner,
 )
+from ansible_collections.gpucluster.fabric.plugins.module_utils.sminfo import query_all  # noqa: E402
 
 GPU_KEYS = ("gpu_present", "skipped_reason", "gpus", "affinity", "nic_count", "flagged")
 
@@ -133,6 +172,10 @@ def build_module():
     return AnsibleModule(
         argument_spec={
             "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
+            "sm_query": {"type": "bool", "default": False},
+            "sm_query_timeout": {"type": "int", "default": 15},
+            "sm_query_environment": {"type": "dict", "default": {}},
+            "record": {"type": "dict"},  # the action plugin's too
             **RDMA_ARGUMENT_SPEC,
             **GPU_ARGUMENT_SPEC,
             "nccl_conf_path": {"type": "path", "default": "/etc/nccl.conf"},
@@ -214,8 +257,17 @@ def main():
         roce_qos = apply_all(Host(run=module_runner(module), check_mode=True), params["roce_qos"])  # reads only
     except OSError as exc:
         module.fail_json(msg=f"cannot read the RoCE QoS: {exc.filename}: {exc.strerror}", ib=ib)
+    extra = {}
+    if params["sm_query"]:
+        extra["sminfo"] = query_all(
+            lambda argv, environment: module.run_command(argv, environ_update=environment),
+            ib,
+            params["sm_query_timeout"],
+            params["sm_query_environment"],
+        )
     module.exit_json(
         changed=False,
+        **extra,
         attempts=attempts,
         roce_qos=roce_qos,
         versions={"packages": read_packages(module, params["packages"]), "kernel": os.uname().release},

@@ -79,8 +79,12 @@ options:
     type: str
     default: ""
   hosts:
-    description: Each host's collected data, C({host - data}).
-    type: dict
+    description:
+      - Each host's record, C({host - record}); or a list of host names, whose records are read from their
+        variables - the C(__fabric_validate_host) that role fabric_validate's measured tiers kept, else the
+        C(record) that M(gpucluster.fabric.fabric_validate_collect) returned (registered as
+        C(__fabric_validate_collected)) with the sminfo answers (C(__fabric_validate_sminfo)).
+    type: raw
     required: true
   unreached:
     description: Hosts of the play that were not validated; each gets a failed C(host.reached) check.

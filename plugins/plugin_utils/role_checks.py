@@ -329,11 +329,13 @@ class CheckedApplierAction(RoleChecksMixin):
 
     ROLE = None
     MODULE = None
+    ACTION_ARGS = ()  # the action's own arguments: not passed to the module, handed to _finish
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = dict(task_vars or {})
         args = dict(self._task.args)
+        own = {name: args.pop(name) for name in self.ACTION_ARGS if name in args}
         if boolean(args.pop("role_checks", False), strict=False):
             facts, failure = self._gather(task_vars)
             if failure:
@@ -353,6 +355,10 @@ class CheckedApplierAction(RoleChecksMixin):
             result.update(nothing)
             return result
         result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))
+        return self._finish(result, own)
+
+    def _finish(self, result, own):
+        """The task's result from the module's and the action's own arguments."""
         return result
 
     def _nothing_to_apply(self, args):

@@ -3,10 +3,12 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
+    collected_record,
     evaluate,
     expected_interface_mtus,
     failure_lines,
     fleet_version_checks,
+    host_record,
     measurements_errors,
     merge_thresholds,
     outlier_checks,
@@ -20,11 +22,12 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     rdma_rounds,
     reference_errors,
     roce_qos_health,
-    sm_query_ports,
     sm_query_records,
     subnet_manager_checks,
+    with_sm,
 )
 from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_sysfs import read_rdma_devices
+from ansible_collections.gpucluster.fabric.plugins.module_utils.sminfo import query_ports as sm_query_ports
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -492,7 +495,7 @@ def test_health_fails_on_port_the_sm_has_not_swept():
 
 
 def _sm_record(name, rc, query_host="lab-sm-01"):
-    """A record as fabric_sm_records makes it, from a real sminfo run (tests/fixtures/sminfo)."""
+    """A record as sm_query_records makes it, from a real sminfo run (tests/fixtures/sminfo)."""
     text = {part: FIXTURES / "sminfo" / f"{name}.{part}" for part in ("stdout", "stderr")}
     record = {"device": "ibsim0", "port": 1, "query_host": query_host, "rc": rc}
     record.update({part: path.read_text() if path.exists() else "" for part, path in text.items()})
@@ -579,6 +582,36 @@ def test_sm_query_ports_and_records():
         {"device": "ibsim0", "port": 1, "query_host": "sm1", "rc": 0, "stdout": "x", "stderr": ""},
         {"device": "mlx5_0", "port": 1, "query_host": "sm1", "rc": None, "stdout": "", "stderr": "Failed to connect"},
     ]
+
+
+def test_collected_record_and_its_sminfo_answers():
+    collected = {
+        "ib": _ibsim("active"),
+        "attempts": 2,
+        "gpu": {"gpu_present": False},
+        "nccl_conf": {"path": "/etc/nccl.conf", "content": "NCCL_ALGO=Ring\n"},
+        "versions": {"packages": {}, "kernel": "6.1"},
+        "roce_qos": {},
+        "interfaces": [{"name": "ib0", "expected_mtu": 4092, "mtu": 4092}],
+    }
+    inputs = {"gpudirect": None, "allowed_debug": ["NCCL_ALGO"], "require_pfc": True, "declared_roce": ["eth1"]}
+    record = collected_record(collected, inputs)
+    assert record["port_reads"] == 2 and record["rdma"] == [] and record["rdma_served"] == [] and record["nccl"] is None
+    conf = {"path": "/etc/nccl.conf", "content": "NCCL_ALGO=Ring\n", "allowed_debug": ["NCCL_ALGO"]}
+    assert record["nccl_conf"] == conf
+    assert record["roce_qos"] == {"results": {}, "require_pfc": True, "declared": ["eth1"]}
+    assert "sm" not in record
+    results = [{"item": {"device": "ibsim0", "port": 1}, "rc": 0, "stdout": "x", "stderr": ""}]
+    full = with_sm(record, results, "sm1")
+    assert full["sm"] == [{"device": "ibsim0", "port": 1, "query_host": "sm1", "rc": 0, "stdout": "x", "stderr": ""}]
+    assert with_sm(record, None, "sm1")["sm"] == [] and "sm" not in record
+    # The same through host_record, from the registered results; a record that has sm (the module asked) is kept.
+    assert host_record({"record": record, "sm_query_host": "sm1"}, {"results": results}) == full
+    assert host_record({"record": full, "sm_query_host": "x"}, {"results": []}) == full
+    assert host_record({"record": record, "sm_query_host": "h"}) == dict(record, sm=[])
+    # The nccl.conf check reads the allowed names from the record: NCCL_ALGO allowed here, so it passes.
+    checks = evaluate({"h": full}, _config(["health"]))["checks"]
+    assert next(c for c in checks if c["check"] == "nccl.conf")["status"] == "passed"
 
 
 def test_unreached_host_is_a_failed_check():

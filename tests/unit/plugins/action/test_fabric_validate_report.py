@@ -109,6 +109,12 @@ def _run(tmp_path, *args, env_extra=None):
 
 
 PNG = b"\x89PNG\r\n\x1a\n"
+# A host's record in report.json: the same whether the measured tiers kept it (tiers.yml) or the report built it
+# from what the collection registered (a run without measured tiers).
+RECORD_KEYS = {
+    "ib", "port_reads", "gpu", "gpudirect", "nccl_conf", "versions", "roce_qos", "interfaces", "sm", "rdma",
+    "rdma_served", "nccl",
+}  # fmt: skip
 
 
 def _tasks(run):
@@ -148,6 +154,7 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
     assert report["hosts"]["vm1"]["gpu"]["gpus"][0]["name"] == "NVIDIA H200"
     assert report["hosts"]["vm1"]["nccl_conf"]["content"] == "NCCL_IB_HCA==rxe0\nNCCL_ALGO=Ring\n"
     assert report["hosts"]["vm2"]["nccl_conf"]["content"] is None
+    assert all(set(record) == RECORD_KEYS for record in report["hosts"].values()), report["hosts"]
     assert report["summary"]["failed"] >= 1
     assert (run_dir / "report.json").read_text().endswith("}\n")
     junit = (run_dir / "junit.xml").read_text()
@@ -175,17 +182,22 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
     assert "changed=1" not in again.stdout
 
 
-def test_health_tier_takes_eight_task_slots(tmp_path):
-    # The argument spec, the checks with the read (one task), the sminfo query of check sm.master (a loop over the
-    # InfiniBand ports: none here), the record, the measured tiers' include (skipped), the report, its line, the
-    # failures.
+def test_health_tier_takes_seven_task_slots(tmp_path):
+    # The argument spec, the checks with the read and the host's record (one task), the sminfo query of check
+    # sm.master (a loop over the InfiniBand ports: none here), the measured tiers' include (skipped), the report, its
+    # line, the failures.
     run = _run(tmp_path, "-e", '{"fabric_validate_tiers": ["health"], "fabric_validate_fail_on_failure": false}')
     assert run.returncode == 0, run.stdout + run.stderr
     tasks = _tasks(run)
-    assert len(tasks) == 8, tasks
+    assert len(tasks) == 7, tasks
     run_dir = tmp_path / "reports" / "fixed"
     report = json.loads((run_dir / "report.json").read_text())
-    assert report["hosts"]["vm1"]["rdma"] == []
+    # The records the report built from what the collection registered: the same as the tiers' (the test above).
+    assert all(set(record) == RECORD_KEYS for record in report["hosts"].values()), report["hosts"]
+    vm1 = report["hosts"]["vm1"]
+    assert vm1["rdma"] == [] and vm1["sm"] == [] and vm1["nccl"] is None and vm1["port_reads"] == 1
+    assert vm1["nccl_conf"]["allowed_debug"] == [] and "NCCL_ALGO=Ring" in vm1["nccl_conf"]["content"]
+    assert vm1["roce_qos"]["declared"] == ["eth1"] and report["hosts"]["bare"]["roce_qos"]["declared"] == []
     # Nothing measured: the heat map, and no plot of empty panels.
     assert report["figures"]["files"] == ["heatmap.png"]
     assert report["figures"]["note"].startswith("no bandwidth plot: nothing was measured")
@@ -231,7 +243,7 @@ def test_each_step_runs_alone_in_check_mode(tmp_path, step):
     assert "Read RDMA devices and ports, GPUs, nccl.conf and interface MTUs" in tasks  # the checks run first in it
     expected = {
         "preflight": "Read RDMA devices and ports, GPUs, nccl.conf and interface MTUs",
-        "collect": "Record what was read",
+        "collect": "Ask each InfiniBand port's subnet manager whether it is the master (sminfo)",
         "rdma": "Record the client's and the server's results",
         "nccl": "Record the benchmark's output, or why none ran",
         "report": "Show the result",
@@ -251,7 +263,7 @@ def test_bad_input_fails_in_preflight_with_every_message(tmp_path):
     assert "fabric_validate_measurements must be {rdma: [{test: ib_write_bw|ib_write_lat, peer, output}]" in out
     # The checks fail the read's task before the module runs: nothing was read or recorded.
     assert "fatal: [vm1]: FAILED!" in out
-    assert "TASK [gpucluster.fabric.fabric_validate : Record what was read]" not in out
+    assert "TASK [gpucluster.fabric.fabric_validate : Ask each InfiniBand port's" not in out
 
 
 def test_build_report_judges_and_lists_each_hosts_failures():

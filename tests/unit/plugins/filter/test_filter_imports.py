@@ -42,4 +42,4 @@ def test_filter_files_import_no_module_utils_until_a_filter_runs():
     # The filters still run their module_utils' code, importing it then.
     assert result["value"] == "0x0002c903000a1b2c"
     assert result["ports"] == [{"device": "mlx5_0", "port": 1}]
-    assert "module_utils.fabric_checks" in result["after"] and "module_utils.opensm_partitions" in result["after"]
+    assert "module_utils.sminfo" in result["after"] and "module_utils.opensm_partitions" in result["after"]

@@ -1,0 +1,57 @@
+"""Module fabric_validate_collect's sminfo queries (sm_query), run as Ansible runs it, on the captured ibsim tree.
+
+No InfiniBand here: ``sminfo`` is a stand-in on PATH that prints the line real sminfo printed against real OpenSM on
+the lab's ibsim fabric (tests/unit/test_sminfo.py has it) and records its arguments and environment. The real query
+against real OpenSM runs in scenario site and make lab (from the subnet manager, fabric_validate_sm_query_host)."""
+
+import json
+import os
+import stat
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _process  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+ACTIVE = os.path.join(REPO, "tests", "fixtures", "sysfs-ibsim-active")
+LINE = "sminfo: sm lid 1 sm guid 0x2c903000a1b2c, activity count 210 priority 0 state 3 SMINFO_MASTER"
+
+
+def _fake_sminfo(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.jsonl"
+    script = bin_dir / "sminfo"
+    script.write_text(
+        f'#!/bin/sh\nprintf \'{{"argv": "%s", "sim": "%s"}}\\n\' "$*" "$SIM_HOST" >> {calls}\necho \'{LINE}\'\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return bin_dir, calls
+
+
+def test_sm_query_asks_each_linkup_port_in_the_same_call(tmp_path, monkeypatch):
+    bin_dir, calls = _fake_sminfo(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    result = _process.run_module(
+        "fabric_validate_collect",
+        tmp_path,
+        root=ACTIVE,
+        sm_query=True,
+        sm_query_timeout=5,
+        sm_query_environment={"SIM_HOST": "H-1"},
+        settle_seconds=0,
+    )
+    assert result.get("failed") is not True, result
+    ports = [r["item"] for r in result["sminfo"]]
+    assert ports and all(r["rc"] == 0 and r["stdout"].strip() == LINE for r in result["sminfo"])
+    asked = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert [a["argv"] for a in asked] == [f"-C {p['device']} -P {p['port']}" for p in ports]
+    assert {a["sim"] for a in asked} == {"H-1"}
+
+
+def test_without_sm_query_nothing_is_asked(tmp_path, monkeypatch):
+    bin_dir, calls = _fake_sminfo(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    result = _process.run_module("fabric_validate_collect", tmp_path, root=ACTIVE, settle_seconds=0)
+    assert result.get("failed") is not True, result
+    assert "sminfo" not in result and not calls.exists()
