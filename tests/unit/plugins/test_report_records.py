@@ -1,4 +1,7 @@
-"""Which record the report judges for each host (action fabric_validate_report, ``hosts`` as a list of names)."""
+"""Which record the report judges for each host (action fabric_validate_report, ``hosts`` as a list of names).
+
+A function of the action plugin, run without ansible-playbook: not under tests/unit/plugins/action, where the
+version matrix expects the `playbook` tests only."""
 
 import pytest
 from ansible.errors import AnsibleActionFail
