@@ -53,7 +53,8 @@ def host_records(names, hostvars):
         collected = variables.get("__fabric_validate_collected") or {}
         if "record" not in collected:
             raise AnsibleActionFail(f"fabric_validate_report: {name} has no record of what was read (collect.yml)")
-        records[name] = host_record(collected, variables.get("__fabric_validate_sminfo"))
+        sminfo = variables["__fabric_validate_sminfo"]["results"] if "__fabric_validate_sminfo" in variables else None
+        records[name] = host_record(collected, sminfo)
     return records
 
 

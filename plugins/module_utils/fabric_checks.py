@@ -518,14 +518,15 @@ def with_sm(record, sminfo_results, query_host):
     return dict(record, sm=sm_query_records(sminfo_results or [], query_host))
 
 
-def host_record(collected, sminfo=None):
+def host_record(collected, sminfo_results=None):
     """The host's whole record from module fabric_validate_collect's registered result (``record``, built by its
-    action plugin) and, unless the module asked the subnet manager itself (the record has ``sm``), the registered
-    sminfo loop's result."""
+    action plugin) and, unless the module asked the subnet manager itself (the record has ``sm``), the ``results``
+    of the registered sminfo loop. Only those: a loop with no item registers ``skipped_reason`` too, which
+    ansible-core 2.21 warns about when the whole result is read."""
     record = collected["record"]
     if "sm" in record:
         return record
-    return with_sm(record, (sminfo or {}).get("results"), collected.get("sm_query_host"))
+    return with_sm(record, sminfo_results, collected.get("sm_query_host"))
 
 
 SM_HINT = "is OpenSM running? (systemctl status opensm on the subnet managers)"

@@ -606,8 +606,8 @@ def test_collected_record_and_its_sminfo_answers():
     assert full["sm"] == [{"device": "ibsim0", "port": 1, "query_host": "sm1", "rc": 0, "stdout": "x", "stderr": ""}]
     assert with_sm(record, None, "sm1")["sm"] == [] and "sm" not in record
     # The same through host_record, from the registered results; a record that has sm (the module asked) is kept.
-    assert host_record({"record": record, "sm_query_host": "sm1"}, {"results": results}) == full
-    assert host_record({"record": full, "sm_query_host": "x"}, {"results": []}) == full
+    assert host_record({"record": record, "sm_query_host": "sm1"}, results) == full
+    assert host_record({"record": full, "sm_query_host": "x"}, []) == full
     assert host_record({"record": record, "sm_query_host": "h"}) == dict(record, sm=[])
     # The nccl.conf check reads the allowed names from the record: NCCL_ALGO allowed here, so it passes.
     checks = evaluate({"h": full}, _config(["health"]))["checks"]
