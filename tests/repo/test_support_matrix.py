@@ -12,6 +12,14 @@ _spec = importlib.util.spec_from_file_location("matrix", ROOT / "tests" / "lab" 
 matrix = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(matrix)
 
+
+@pytest.fixture(autouse=True)
+def _own_failures_file(tmp_path, monkeypatch):
+    """A job these tests make fail writes its reason with tests/lab/why-failed.sh: to a file of the test's own, not
+    the checkout's .build/test-failures.txt, which `make test` prints when a run fails."""
+    monkeypatch.setenv("GPUCLUSTER_FAILURES", str(tmp_path / "test-failures.txt"))
+
+
 BOOKWORM = {
     "image": "x:bookworm-1",
     "name": "Debian GNU/Linux",
