@@ -53,9 +53,13 @@ def host_records(names, hostvars):
         collected = variables.get("__fabric_validate_collected") or {}
         if "record" not in collected:
             raise AnsibleActionFail(f"fabric_validate_report: {name} has no record of what was read (collect.yml)")
-        sminfo = variables["__fabric_validate_sminfo"]["results"] if "__fabric_validate_sminfo" in variables else None
-        records[name] = host_record(collected, sminfo)
+        records[name] = host_record(collected, lambda variables=variables: _sminfo_results(variables))
     return records
+
+
+def _sminfo_results(variables):
+    """The results of a host's sminfo loop (read only when it asked a port: its loop had items)."""
+    return variables["__fabric_validate_sminfo"]["results"] if "__fabric_validate_sminfo" in variables else []
 
 
 def host_failures(checks, hosts):

@@ -17,6 +17,7 @@ from .nccl_debug import nic_data_paths, nvls_used, parse_nccl_info
 from .nccl_tests import parse_nccl_tests, primary
 from .perftest import summarize_perftest_run
 from .sminfo import infiniband_port as _infiniband_port
+from .sminfo import query_ports as sm_query_ports
 from .sminfo import sminfo_outcome
 
 TIERS = ("health", "rdma", "nccl", "outliers")
@@ -521,12 +522,16 @@ def with_sm(record, sminfo_results, query_host):
 def host_record(collected, sminfo_results=None):
     """The host's whole record from module fabric_validate_collect's registered result (``record``, built by its
     action plugin) and, unless the module asked the subnet manager itself (the record has ``sm``), the ``results``
-    of the registered sminfo loop. Only those: a loop with no item registers ``skipped_reason`` too, which
-    ansible-core 2.21 warns about when the whole result is read."""
+    of the registered sminfo loop: a list, or a callable that reads them, called only when a port was asked. A loop
+    without items registers ``skipped_reason``, which ansible-core 2.21 warns about when the result is read whole
+    (as another host's variable is)."""
     record = collected["record"]
     if "sm" in record:
         return record
-    return with_sm(record, sminfo_results, collected.get("sm_query_host"))
+    if not sm_query_ports(record.get("ib")):
+        return with_sm(record, [], collected.get("sm_query_host"))
+    results = sminfo_results() if callable(sminfo_results) else sminfo_results
+    return with_sm(record, results, collected.get("sm_query_host"))
 
 
 SM_HINT = "is OpenSM running? (systemctl status opensm on the subnet managers)"
