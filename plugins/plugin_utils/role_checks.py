@@ -45,6 +45,7 @@ class RoleVars:
         self.role = role
         self.loader = loader
         self._vars = variables
+        self._task_args = {}
         self._templar = templar.copy_with_new_env(available_variables=variables)
 
     def get(self, name, default=None):
@@ -65,18 +66,33 @@ class RoleVars:
         return self._templar.evaluate_expression(trust_as_template(text))
 
     def task_args(self, tasks_file, module, leave_out=()):
-        """The arguments that the task of ``module`` in the role's ``tasks/<tasks_file>`` gives it, templated."""
+        """The arguments that the task of ``module`` in the role's ``tasks/<tasks_file>`` gives it, templated (each
+        once per view: the checks and the intent read the same task), as a new dict each call."""
         for task in _load(self.loader, role_dir(self.role) / "tasks" / tasks_file) or []:
             if isinstance(task, dict) and module in task:
-                args = {key: value for key, value in dict(task[module]).items() if key not in leave_out}
-                return self.template(args)
+                done = self._task_args.setdefault((tasks_file, module), {})
+                args = {}
+                for name, value in dict(task[module]).items():
+                    if name not in leave_out:
+                        if name not in done:
+                            done[name] = self.template(value)
+                        args[name] = done[name]
+                return args
         raise AnsibleError(f"gpucluster.fabric.{self.role}: tasks/{tasks_file} has no {module} task")
 
 
+# The role files read in this process (a task's worker), parsed once: every view of every role reads the same
+# defaults, vars and task files, and DataLoader's own cache hands out a deep copy on each read. Nothing changes them:
+# a view copies their top level into its own variables, and templating makes new values.
+_FILES = {}
+
+
 def _load(loader, path):
-    if not path.is_file():
-        return {}
-    return loader.load_from_file(str(path), trusted_as_template=True) or {}
+    key = str(path)
+    if key not in _FILES:
+        found = path.is_file()
+        _FILES[key] = loader.load_from_file(key, cache="none", unsafe=True, trusted_as_template=True) if found else {}
+    return _FILES[key] or {}
 
 
 def read_keyring_deb(args, find):
@@ -153,6 +169,7 @@ class Checks:
         self.find_file = find_file
         self.host = task_vars.get("inventory_hostname", "localhost")
         self.shared = {}  # what one role's checks read for a later one (cuda_repo's offered NCCL builds for nccl)
+        self._views = {}  # the view each role's checks used, which its intent reuses
 
     def role_vars(self, role, extra=None):
         return RoleVars(self.templar, self.loader, self.task_vars, role, extra)
@@ -165,6 +182,7 @@ class Checks:
         """{role: its problems} for ``roles``, in order; what the host must tell is read in one call: module
         host_checks runs each role's module (``_step_<role>``), and ``_judge_<role>`` reads its result."""
         views = {role: self.role_vars(role, self._extra(role)) for role in roles}
+        self._views.update(views)
         steps = {}
         for role in roles:
             prepare = getattr(self, f"_step_{role}", None)
@@ -197,8 +215,11 @@ class Checks:
         return dict(zip(steps, result["results"]))
 
     def intent(self, role):
-        """The host's part of the intent for ``role``: what its applier is to make true, defaulted and templated."""
-        rv = self.role_vars(role, self._extra(role))
+        """The host's part of the intent for ``role``: what its applier is to make true, defaulted and templated.
+        After the role's checks it reads their view, whose arguments are templated already: what the checks set in it
+        (the state ``checked``, the link probe's result, the NCCL builds the repository offers) steers arguments the
+        intent leaves out, or none of the applier's."""
+        rv = self._views.get(role) or self.role_vars(role, self._extra(role))
         if role in INTENT_TASKS:
             tasks_file, module, leave_out = INTENT_TASKS[role]
             return rv.task_args(tasks_file, module, leave_out=leave_out)

@@ -12,7 +12,9 @@ with tests/lab/playbooks/lab_up.yml, as `make lab` does (ibsim on the SM, the la
     default      SSH as ansible-core ships it (no ansible.cfg: ssh_args ControlMaster=auto ControlPersist=60s,
                  no pipelining, implicit fact gathering in every play, no cache, 5 forks)
     pipelining   ANSIBLE_PIPELINING=true over the same SSH (what tests/lab/ansible.cfg and docs/ansible.cfg.example
-                 set)
+                 set), nothing else changed
+    ansiblecfg   docs/ansible.cfg.example as a user copies it (ANSIBLE_CONFIG): pipelining, forks 32,
+                 internal_poll_interval 0.05, ControlPersist 300s
     podman       the containers.podman.podman connection (`podman exec`: ANSIBLE_TRANSPORT, and each host's name as
                  its ansible_host in the inventory), which the lab used before it ran sshd; kept for comparison
                  only (it has no pipelining: has_pipelining = False)
@@ -70,7 +72,16 @@ MIRROR_MANIFEST = os.path.join(os.environ.get("LAB_MIRROR_CACHE", "/var/tmp/gpuc
 GPU_GROUP = "gpu_nodes"
 SM_GROUP = "subnet_managers"
 FANOUT = 32  # pdsh's default
-CONFIGS = ("default", "pipelining", "podman", "factcache", "pipelining+factcache", "mitogen", "mitogen+factcache")
+CONFIGS = (
+    "default",
+    "pipelining",
+    "ansiblecfg",
+    "podman",
+    "factcache",
+    "pipelining+factcache",
+    "mitogen",
+    "mitogen+factcache",
+)
 BENCH_MGMT_PREFIX = "10.88.87"  # management addresses (lab_mgmt_address) on podman's default network
 
 
@@ -192,6 +203,8 @@ def config_env(config, env, workdir):
         env["ANSIBLE_TRANSPORT"] = "containers.podman.podman"  # the lab inventory sets none (ssh, the default)
     if "pipelining" in parts:
         env["ANSIBLE_PIPELINING"] = "true"
+    if "ansiblecfg" in parts:
+        env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "docs", "ansible.cfg.example")
     if "factcache" in parts:
         env["ANSIBLE_GATHERING"] = "smart"
         env["ANSIBLE_CACHE_PLUGIN"] = "ansible.builtin.jsonfile"
