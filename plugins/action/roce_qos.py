@@ -10,21 +10,28 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import CheckedApplierAction
 
 
+def nothing_to_apply(args):
+    """The result when the host has no RoCE interface (the module is then not run), else None."""
+    if args.get("interfaces"):
+        return None
+    return {"changed": False, "interfaces": {}, "unsupported": [], "msg": "no RoCE interface: nothing to apply"}
+
+
+def with_request(result, args):
+    """The module's result, with what was asked beside it (``settings``, ``require_pfc``): role roce_qos registers it
+    as the fact gpucluster_roce_qos, which fabric_validate reads the live QoS back against."""
+    if "interfaces" in args:
+        result.setdefault("settings", args.get("interfaces") or {})
+        result.setdefault("require_pfc", boolean(args.get("require_pfc", False), strict=False))
+    return result
+
+
 class ActionModule(CheckedApplierAction, ActionBase):
     ROLE = "roce_qos"
     MODULE = "gpucluster.fabric.roce_qos"
 
     def _nothing_to_apply(self, args):
-        if args.get("interfaces"):
-            return None
-        return {"changed": False, "interfaces": {}, "unsupported": [], "msg": "no RoCE interface: nothing to apply"}
+        return nothing_to_apply(args)
 
     def run(self, tmp=None, task_vars=None):
-        """The module's result, with what was asked beside it (``settings``, ``require_pfc``): role roce_qos
-        registers it as the fact gpucluster_roce_qos, which fabric_validate reads the live QoS back against."""
-        result = super().run(tmp, task_vars)
-        args = self._task.args
-        if "interfaces" in args:
-            result.setdefault("settings", args.get("interfaces") or {})
-            result.setdefault("require_pfc", boolean(args.get("require_pfc", False), strict=False))
-        return result
+        return with_request(super().run(tmp, task_vars), self._task.args)

@@ -18,7 +18,7 @@ import uuid
 
 from . import applier
 from .fabric_link import LinkApplier, detect_backend, parse_is_active, present_sysctls
-from .fabric_model import version_tuple
+from .fabric_model import normalise_interface, version_tuple
 
 NETPLAN_FILE = "/etc/netplan/60-gpucluster-fabric.yaml"
 # netplan learnt infiniband-mode in 0.105 (Ubuntu 20.04 has 0.104: the key would be a parse error there).
@@ -353,3 +353,41 @@ class InterfacesApplier:
             elif self._query(["systemctl", "is-active", unit])[1].strip() != "active":
                 self.apply.changes.append({"what": unit, "why": "not started (rdma_rxe is available)"})
                 self._run(["systemctl", "start", unit], f"starting {unit}")
+
+
+# Module fabric_interfaces' options (documented in plugins/modules/fabric_interfaces.py).
+ARGUMENT_SPEC = {
+    "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
+    **applier.ARGUMENT_SPEC,
+    "interfaces": {"type": "list", "elements": "dict", "required": True},
+    "backend": {"type": "str", "default": "auto", "choices": ["auto", *BACKENDS]},
+    "sysctls": {"type": "dict", "default": {}},
+    "sysctl_file": {"type": "path", "default": "/etc/sysctl.d/60-gpucluster-fabric.conf"},
+    "apply_runtime": {"type": "bool", "default": True},
+    "link_down_ok": {"type": "bool", "default": False},
+    "run_tags": {"type": "list", "elements": "str", "default": []},
+    "skip_tags": {"type": "list", "elements": "str", "default": []},
+}
+
+
+def run(module):
+    """Module fabric_interfaces: each step the run names, each changing only what differs."""
+    module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+    params = module.params
+    apply = applier.Applier(module)
+    interfaces = [normalise_interface(item) for item in params["interfaces"]]
+    steps = steps_to_run(params["run_tags"], params["skip_tags"])
+    interfaces_applier = InterfacesApplier(apply, params)
+    backend = interfaces_applier.backend()
+    result = {"backend": backend, "interfaces": interfaces, "steps": steps}
+    if params["state"] == "checked":
+        module.exit_json(changed=False, changes=[], pending=[], **result)
+    if "configure" in steps:
+        interfaces_applier.configure(backend, interfaces)
+    if "sysctl" in steps:
+        interfaces_applier.sysctl({key: str(value) for key, value in params["sysctls"].items()})
+    if "run" in steps and params["apply_runtime"]:
+        interfaces_applier.run(interfaces)
+    if "softroce" in steps:
+        interfaces_applier.softroce(interfaces)
+    module.exit_json(**apply.report(result, pending=interfaces_applier.pending))

@@ -1,17 +1,19 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Several of the collection's modules in one remote call (module host_checks): the site preflight's host checks.
+"""Several of the collection's modules in one remote call: the site preflight's host checks (module host_checks),
+and the appliers of one play (module apply, plugins/module_utils/node_apply.py).
 
 Each step is one module's own code (its ``run`` function and argument spec in module_utils), given a stand-in for the
 AnsibleModule whose ``params`` are the step's validated arguments and whose ``exit_json`` / ``fail_json`` end the step
-instead of the process. Only modules that change nothing in the state asked for are accepted (``read_only``).
+instead of the process. host_checks accepts only modules that change nothing in the state asked for (``read_only``).
 """
 
 import traceback
 
 from . import cuda_repo_probe, fabric_link, nccl, rdma_modules
 
-# module name -> (argument spec, run(module), whether the arguments given leave the host unchanged)
+# module name -> (argument spec, run(module), whether the arguments given leave the host unchanged); an entry may add
+# a fourth item, the argument spec's other rules (ArgumentSpecValidator's keywords: required_if, ...).
 STEPS = {
     "gpucluster.fabric.rdma_modules": (
         rdma_modules.ARGUMENT_SPEC,
@@ -26,6 +28,22 @@ STEPS = {
     ),
     "gpucluster.fabric.fabric_link_info": (fabric_link.INFO_ARGUMENT_SPEC, fabric_link.info, lambda args: True),
 }
+
+
+def steps_argument_spec(modules):
+    """The argument spec of a module that runs ``modules`` as steps (host_checks, node_apply): option ``steps``."""
+    return {
+        "steps": {
+            "type": "list",
+            "elements": "dict",
+            "required": True,
+            "options": {
+                "module": {"type": "str", "required": True, "choices": sorted(modules)},
+                "args": {"type": "dict", "default": {}},
+                "inputs": {"type": "dict", "default": {}},
+            },
+        },
+    }
 
 
 class StepDone(Exception):
@@ -70,14 +88,16 @@ def _failure(msg):
     return {"failed": True, "changed": False, "msg": msg}
 
 
-def run_step(module, validator_class, name, args):
-    """The result of one step, as module ``name`` would return it; ``validator_class``: ArgumentSpecValidator."""
-    if name not in STEPS:
-        return _failure(f"host_checks: {name} is not a module it runs; it runs {', '.join(sorted(STEPS))}")
-    spec, run, read_only = STEPS[name]
+def run_step(module, validator_class, name, args, steps=None, runner="host_checks"):
+    """The result of one step, as module ``name`` would return it; ``validator_class``: ArgumentSpecValidator;
+    ``steps``: the modules the runner (module ``runner``) may run, STEPS by default."""
+    steps = STEPS if steps is None else steps
+    if name not in steps:
+        return _failure(f"{runner}: {name} is not a module it runs; it runs {', '.join(sorted(steps))}")
+    spec, run, read_only, *rules = steps[name]
     if not read_only(args):
-        return _failure(f"host_checks: {name} would change the host with these arguments; it only checks")
-    validation = validator_class(spec).validate(args)
+        return _failure(f"{runner}: {name} would change the host with these arguments; it only checks")
+    validation = validator_class(spec, **(rules[0] if rules else {})).validate(args)
     if validation.error_messages:
         return _failure(f"{name}: " + "; ".join(validation.error_messages))
     params = validation.validated_parameters
@@ -93,16 +113,22 @@ def run_step(module, validator_class, name, args):
     return _failure(f"{name} returned without a result")
 
 
-def run_steps(module, validator_class, steps):
+def run_steps(module, validator_class, steps, registry=None, runner="host_checks", stop_on_failure=False):
     """Every step's result, in order; ``inputs`` ({argument: [module, key]}) takes an argument from an earlier step's
-    result when that result has the key (a failed step's too, as its module returned it)."""
-    results, by_module = [], {}
+    result when that result has the key (a failed step's too, as its module returned it). With ``stop_on_failure``,
+    the steps after a failed one are not run: each says so, skipped."""
+    results, by_module, failed = [], {}, None
     for step in steps:
+        if failed:
+            results.append({"changed": False, "skipped": True, "msg": f"not run: {failed} failed before it"})
+            continue
         args = dict(step.get("args") or {})
         for argument, (source, key) in (step.get("inputs") or {}).items():
             if key in by_module.get(source, {}):
                 args[argument] = by_module[source][key]
-        result = run_step(module, validator_class, step["module"], args)
+        result = run_step(module, validator_class, step["module"], args, registry, runner)
         results.append(result)
         by_module[step["module"]] = result
+        if stop_on_failure and result.get("failed"):
+            failed = step["module"]
     return results

@@ -2,13 +2,18 @@
 # Apache License 2.0 (see LICENSE)
 """Role rdma_core's rules: its input (every problem at once) and the locked-memory limits it writes.
 
-Pure functions, no Ansible imports, importable on Python 3.8 targets: the module ``rdma_core`` applies them on the
-node. RDMA registers (pins) memory, so a low RLIMIT_MEMLOCK makes ``ibv_reg_mr`` fail: login sessions get the limit
-from pam_limits (limits.conf(5)), services from systemd's ``DefaultLimitMEMLOCK`` (systemd-system.conf(5)), which
-systemd reads only when the manager starts (``systemctl daemon-reexec`` re-reads it without restarting a service).
+No Ansible imports, importable on Python 3.8 targets: ``run`` is module ``rdma_core`` (and its step of module
+``apply``) on the node. RDMA registers (pins) memory, so a low RLIMIT_MEMLOCK makes ``ibv_reg_mr`` fail: login
+sessions get the limit from pam_limits (limits.conf(5)), services from systemd's ``DefaultLimitMEMLOCK``
+(systemd-system.conf(5)), which systemd reads only when the manager starts (``systemctl daemon-reexec`` re-reads it
+without restarting a service).
 """
 
 import re
+
+from . import dpkg
+from .applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS
+from .applier import Applier
 
 LIMITS_CONF = "/etc/security/limits.d/90-gpucluster-rdma-memlock.conf"
 SYSTEMD_CONF = "/etc/systemd/system.conf.d/90-gpucluster-rdma-memlock.conf"
@@ -70,3 +75,39 @@ def systemd_conf(header, memlock):
         f"DefaultLimitMEMLOCK={systemd_limit(memlock)}",
     ]
     return _text(header, lines)
+
+
+# Module rdma_core's options (documented in plugins/modules/rdma_core.py).
+ARGUMENT_SPEC = {
+    **APPLIER_ARGUMENTS,
+    "os_family": {"type": "str", "required": True},
+    "distribution": {"type": "str", "default": ""},
+    "supported_families": {"type": "list", "elements": "str", "default": ["Debian"]},
+    "memlock": {"type": "str", "default": "unlimited"},
+    "memlock_pam": {"type": "bool", "default": True},
+    "memlock_systemd": {"type": "bool", "default": True},
+    "extra_packages": {"type": "list", "elements": "raw", "default": []},
+    "services": {"type": "list", "elements": "raw", "default": []},
+    "packages": {"type": "list", "elements": "raw", "default": []},
+}
+
+
+def run(module):
+    """Module rdma_core: the input checked, then the memlock limits written where they differ."""
+    params = module.params
+    apply = Applier(module)
+    apply.refuse(input_errors(params))
+    result = {"changed": False, "changes": [], **dpkg.apt_state(apply.path, params["packages"])}
+    if params["state"] == "checked":
+        module.exit_json(**result)
+
+    memlock, header = params["memlock"], params["header"]
+    apply.file(LIMITS_CONF, limits_conf(header, memlock) if params["memlock_pam"] else None)
+    before = len(apply.changes)
+    apply.file(SYSTEMD_CONF, systemd_conf(header, memlock) if params["memlock_systemd"] else None)
+    if len(apply.changes) > before and params["root"] == "/":
+        # systemd reads DefaultLimitMEMLOCK only when the manager starts; services started afterwards get it.
+        apply.changes.append({"what": "systemd", "why": "daemon-reexec, to read " + SYSTEMD_CONF})
+        if not module.check_mode:
+            module.run_command([module.get_bin_path("systemctl", required=True), "daemon-reexec"], check_rc=True)
+    module.exit_json(**apply.report(result))

@@ -116,47 +116,14 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_interfaces_apply as rules  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_model import normalise_interface  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_interfaces_apply import (  # noqa: E402
+    ARGUMENT_SPEC,
+    run,
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
-            **APPLIER_ARGUMENTS,
-            "interfaces": {"type": "list", "elements": "dict", "required": True},
-            "backend": {"type": "str", "default": "auto", "choices": ["auto", *rules.BACKENDS]},
-            "sysctls": {"type": "dict", "default": {}},
-            "sysctl_file": {"type": "path", "default": "/etc/sysctl.d/60-gpucluster-fabric.conf"},
-            "apply_runtime": {"type": "bool", "default": True},
-            "link_down_ok": {"type": "bool", "default": False},
-            "run_tags": {"type": "list", "elements": "str", "default": []},
-            "skip_tags": {"type": "list", "elements": "str", "default": []},
-        },
-        supports_check_mode=True,
-    )
-    module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
-    params = module.params
-    apply = Applier(module)
-    interfaces = [normalise_interface(item) for item in params["interfaces"]]
-    steps = rules.steps_to_run(params["run_tags"], params["skip_tags"])
-    applier = rules.InterfacesApplier(apply, params)
-    backend = applier.backend()
-    result = {"backend": backend, "interfaces": interfaces, "steps": steps}
-    if params["state"] == "checked":
-        module.exit_json(changed=False, changes=[], pending=[], **result)
-    if "configure" in steps:
-        applier.configure(backend, interfaces)
-    if "sysctl" in steps:
-        applier.sysctl({key: str(value) for key, value in params["sysctls"].items()})
-    if "run" in steps and params["apply_runtime"]:
-        applier.run(interfaces)
-    if "softroce" in steps:
-        applier.softroce(interfaces)
-    module.exit_json(**apply.report(result, pending=applier.pending))
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
 
 
 if __name__ == "__main__":

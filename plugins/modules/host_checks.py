@@ -73,23 +73,16 @@ results:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.host_checks import STEPS, run_steps  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.host_checks import (  # noqa: E402
+    STEPS,
+    run_steps,
+    steps_argument_spec,
+)
 
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "steps": {
-                "type": "list",
-                "elements": "dict",
-                "required": True,
-                "options": {
-                    "module": {"type": "str", "required": True, "choices": sorted(STEPS)},
-                    "args": {"type": "dict", "default": {}},
-                    "inputs": {"type": "dict", "default": {}},
-                },
-            },
-        },
+        argument_spec=steps_argument_spec(STEPS),
         supports_check_mode=True,
     )
     module.exit_json(changed=False, results=run_steps(module, ArgumentSpecValidator, module.params["steps"]))

@@ -95,45 +95,11 @@ packages_missing:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import dpkg  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import rdma_core as rules  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.rdma_core import ARGUMENT_SPEC, run  # noqa: E402
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            **APPLIER_ARGUMENTS,
-            "os_family": {"type": "str", "required": True},
-            "distribution": {"type": "str", "default": ""},
-            "supported_families": {"type": "list", "elements": "str", "default": ["Debian"]},
-            "memlock": {"type": "str", "default": "unlimited"},
-            "memlock_pam": {"type": "bool", "default": True},
-            "memlock_systemd": {"type": "bool", "default": True},
-            "extra_packages": {"type": "list", "elements": "raw", "default": []},
-            "services": {"type": "list", "elements": "raw", "default": []},
-            "packages": {"type": "list", "elements": "raw", "default": []},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
-    apply = Applier(module)
-    apply.refuse(rules.input_errors(params))
-    result = {"changed": False, "changes": [], **dpkg.apt_state(apply.path, params["packages"])}
-    if params["state"] == "checked":
-        module.exit_json(**result)
-
-    memlock, header = params["memlock"], params["header"]
-    apply.file(rules.LIMITS_CONF, rules.limits_conf(header, memlock) if params["memlock_pam"] else None)
-    before = len(apply.changes)
-    apply.file(rules.SYSTEMD_CONF, rules.systemd_conf(header, memlock) if params["memlock_systemd"] else None)
-    if len(apply.changes) > before and params["root"] == "/":
-        # systemd reads DefaultLimitMEMLOCK only when the manager starts; services started afterwards get it.
-        apply.changes.append({"what": "systemd", "why": "daemon-reexec, to read " + rules.SYSTEMD_CONF})
-        if not module.check_mode:
-            module.run_command([module.get_bin_path("systemctl", required=True), "daemon-reexec"], check_rc=True)
-    module.exit_json(**apply.report(result))
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
 
 
 if __name__ == "__main__":

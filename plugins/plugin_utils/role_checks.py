@@ -41,6 +41,8 @@ class RoleVars:
         variables.update(task_vars)
         variables.update(_load(loader, root / "vars" / "main.yml"))
         variables.update(role_path=str(root), role_name=f"gpucluster.fabric.{role}")
+        # A lookup in the role's tasks (roce_qos' boot script) finds the role's files first, as in the role.
+        variables["ansible_search_path"] = [str(root), *list(task_vars.get("ansible_search_path") or [])]
         variables.update(extra or {})
         self.role = role
         self.loader = loader
@@ -65,20 +67,24 @@ class RoleVars:
         """A Jinja expression of the collection's own (a constant of this file), evaluated with the role's view."""
         return self._templar.evaluate_expression(trust_as_template(text))
 
+    def task(self, tasks_file, module):
+        """The task of ``module`` in the role's ``tasks/<tasks_file>``, as written."""
+        for task in _load(self.loader, role_dir(self.role) / "tasks" / tasks_file) or []:
+            if isinstance(task, dict) and module in task:
+                return task
+        raise AnsibleError(f"gpucluster.fabric.{self.role}: tasks/{tasks_file} has no {module} task")
+
     def task_args(self, tasks_file, module, leave_out=()):
         """The arguments that the task of ``module`` in the role's ``tasks/<tasks_file>`` gives it, templated (each
         once per view: the checks and the intent read the same task), as a new dict each call."""
-        for task in _load(self.loader, role_dir(self.role) / "tasks" / tasks_file) or []:
-            if isinstance(task, dict) and module in task:
-                done = self._task_args.setdefault((tasks_file, module), {})
-                args = {}
-                for name, value in dict(task[module]).items():
-                    if name not in leave_out:
-                        if name not in done:
-                            done[name] = self.template(value)
-                        args[name] = done[name]
-                return args
-        raise AnsibleError(f"gpucluster.fabric.{self.role}: tasks/{tasks_file} has no {module} task")
+        done = self._task_args.setdefault((tasks_file, module), {})
+        args = {}
+        for name, value in dict(self.task(tasks_file, module)[module]).items():
+            if name not in leave_out:
+                if name not in done:
+                    done[name] = self.template(value)
+                args[name] = done[name]
+        return args
 
 
 # The role files read in this process (a task's worker), parsed once: every view of every role reads the same
@@ -111,6 +117,29 @@ def read_keyring_deb(args, find):
             f"cuda-keyring_{version}_all.deb there or leave it empty to download it"
         ]
     return []
+
+
+UNTAGGED = frozenset(["untagged"])
+
+
+def selected_by_tags(tags, only_tags, skip_tags):
+    """Whether a task with ``tags`` runs with ``--tags only_tags --skip-tags skip_tags``: Ansible's own rule
+    (ansible.playbook.taggable.Taggable.evaluate_tags, ansible-core 2.19 to 2.21), for a task's tags as written."""
+    tags = set(tags) if tags else UNTAGGED
+    should_run = True
+    if only_tags:
+        should_run = (
+            "always" in tags
+            or ("all" in only_tags and "never" not in tags)
+            or not tags.isdisjoint(only_tags)
+            or ("tagged" in only_tags and tags != UNTAGGED and "never" not in tags)
+        )
+    if should_run and skip_tags:
+        if "all" in skip_tags:
+            should_run = "always" in tags and "always" not in skip_tags
+        elif not tags.isdisjoint(skip_tags) or ("tagged" in skip_tags and tags != UNTAGGED):
+            should_run = False
+    return should_run
 
 
 def result_messages(result):

@@ -203,8 +203,10 @@ def config_env(config, env, workdir):
         env["ANSIBLE_TRANSPORT"] = "containers.podman.podman"  # the lab inventory sets none (ssh, the default)
     if "pipelining" in parts:
         env["ANSIBLE_PIPELINING"] = "true"
-    if "ansiblecfg" in parts:
-        env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "docs", "ansible.cfg.example")
+    if "ansiblecfg" in parts:  # copied: Ansible reads a configuration file only by the name *.cfg
+        os.makedirs(workdir, exist_ok=True)
+        shutil.copyfile(os.path.join(ROOT, "docs", "ansible.cfg.example"), os.path.join(workdir, "ansible.cfg"))
+        env["ANSIBLE_CONFIG"] = os.path.join(workdir, "ansible.cfg")
     if "factcache" in parts:
         env["ANSIBLE_GATHERING"] = "smart"
         env["ANSIBLE_CACHE_PLUGIN"] = "ansible.builtin.jsonfile"

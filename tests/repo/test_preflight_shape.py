@@ -76,7 +76,39 @@ def test_the_roles_checks_run_through_the_same_plugin():
 
 
 def test_site_imports_the_playbooks_of_every_role():
-    text = "".join((ROOT / "playbooks" / name).read_text() for name in ("rdma.yml", "nccl.yml", "interfaces.yml"))
-    text += "".join((ROOT / "playbooks" / name).read_text() for name in ("opensm.yml", "validate.yml"))
+    """Every role is applied by one of the step playbooks, only where gpucluster_roles selects it: imported, or by
+    module gpucluster.fabric.apply."""
+    names = ("rdma.yml", "nccl.yml", "interfaces.yml", "opensm.yml", "validate.yml")
+    text = "".join((ROOT / "playbooks" / name).read_text() for name in names)
+    applied = [
+        task["gpucluster.fabric.apply"]["roles"]
+        for name in names
+        for play in yaml.safe_load((ROOT / "playbooks" / name).read_text())
+        for task in play.get("tasks") or []
+        if "gpucluster.fabric.apply" in task
+    ]
     for role in SITE_ROLES:
-        assert f"name: gpucluster.fabric.{role}\n" in text and f"'{role}' in __gpucluster_roles" in text, role
+        imported = f"name: gpucluster.fabric.{role}\n" in text and f"'{role}' in __gpucluster_roles" in text
+        by_apply = any(f"'{role}'" in roles and "select('in', __gpucluster_roles)" in roles for roles in applied)
+        assert imported or by_apply, role
+
+
+def test_an_apply_task_carries_the_tags_of_its_roles_appliers():
+    """`--tags <role>_<step>` selects the task of module gpucluster.fabric.apply that applies the role, as it selected
+    the role's own applier task: the task's tags are those of its roles' applier tasks, neither more nor fewer."""
+    seen = 0
+    for name in ("rdma.yml", "nccl.yml", "interfaces.yml"):
+        for play in yaml.safe_load((ROOT / "playbooks" / name).read_text()):
+            for task in play.get("tasks") or []:
+                if "gpucluster.fabric.apply" not in task:
+                    continue
+                seen += 1
+                roles = [r for r in role_checks.INTENT_TASKS if f"'{r}'" in task["gpucluster.fabric.apply"]["roles"]]
+                expected = set()
+                for role in roles:
+                    tasks_file, module = role_checks.INTENT_TASKS[role][:2]
+                    for entry in yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text()):
+                        if module in entry:
+                            expected |= set(entry.get("tags") or [])
+                assert roles and set(task.get("tags") or []) == expected, (name, roles)
+    assert seen >= 2

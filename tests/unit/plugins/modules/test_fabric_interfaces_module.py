@@ -153,12 +153,12 @@ def run(root, check_mode=False, live=True, module=FakeModule, enabled=(), **para
     original_module, original_applier = mod.AnsibleModule, rules.InterfacesApplier
     mod.AnsibleModule = build
     if live:
-        mod.rules.InterfacesApplier = LiveApplier
+        rules.InterfacesApplier = LiveApplier
     try:
         with pytest.raises(Exit):
             mod.main()
     finally:
-        mod.AnsibleModule, mod.rules.InterfacesApplier = original_module, original_applier
+        mod.AnsibleModule, rules.InterfacesApplier = original_module, original_applier
     return module_holder["module"]
 
 

@@ -1,0 +1,116 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+"""Action plugin gpucluster.fabric.apply (documented in plugins/modules/apply.py): the roles of one play in one call
+on the host. Each role's arguments are those its own applier task gives its module (read from the role's task file
+and templated with the role's view, plugins/plugin_utils/role_checks.py: the intent's code); where the site
+preflight did not check the host for a role, that role's argument spec and input checks run first, every problem at
+once, before any change."""
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+from ansible_collections.gpucluster.fabric.plugins.action import roce_qos
+from ansible_collections.gpucluster.fabric.plugins.action.declared_vars import ActionModule as DeclaredVarsAction
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.preflight import failure_message
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import (
+    INTENT_TASKS,
+    RoleChecksMixin,
+    selected_by_tags,
+)
+
+ROLES = ("rdma_core", "rdma_modules", "fabric_interfaces", "roce_qos")
+
+
+def _no_interfaces(args):
+    if args.get("interfaces"):
+        return None
+    return {"changed": False, "msg": "no fabric interface: nothing to apply"}
+
+
+# A role's result when its module has nothing to do (it is then not run), and what its own action plugin adds to the
+# module's result (none: the module's result as it is).
+NOTHING_TO_APPLY = {"fabric_interfaces": _no_interfaces, "roce_qos": roce_qos.nothing_to_apply}
+WITH_REQUEST = {"roce_qos": roce_qos.with_request}
+
+
+class ActionModule(RoleChecksMixin, DeclaredVarsAction):
+    TRANSFERS_FILES = False
+    _requires_connection = True
+    _VALID_ARGS = frozenset({"roles"})
+
+    def run(self, tmp=None, task_vars=None):
+        result = ActionBase.run(self, tmp, task_vars)
+        task_vars = dict(task_vars or {})
+        host = task_vars.get("inventory_hostname", "localhost")
+        roles = list(self._task.args.get("roles") or [])
+        unknown = sorted(set(roles) - set(ROLES))
+        if unknown:
+            raise AnsibleError(f"apply: unknown roles {', '.join(unknown)}; it applies {', '.join(ROLES)}")
+        earlier = dict((task_vars.get("gpucluster_applied") or {}).get("results") or {})
+        result.update(changed=False, results=earlier)
+
+        facts, failure = self._gather(task_vars)
+        if failure:
+            return failure
+        if facts:
+            result["ansible_facts"] = facts
+        checks = self._checks(task_vars)
+        checked = list(task_vars.get("__gpucluster_checked") or [])
+        only, skip = task_vars.get("ansible_run_tags") or [], task_vars.get("ansible_skip_tags") or []
+        selected, problems = [], []
+        for role in roles:
+            tasks_file, module = INTENT_TASKS[role][:2]
+            if selected_by_tags(checks.role_vars(role).task(tasks_file, module).get("tags"), only, skip):
+                selected.append(role)  # else the run's tags leave this role's applier out, as they would its task
+        # Where the site preflight did not check the host for a role: its argument spec (as import_role's
+        # rolespec_validate would check it), then its input checks (the preflight's code: one host call for those
+        # that read the host), every problem of every role at once, before any change.
+        unchecked = [role for role in selected if role not in checked]
+        specs, spec_failed = self._check_specs(unchecked, task_vars) if unchecked else ({"results": []}, [])
+        for entry in specs["results"]:
+            problems += [f"{host}: gpucluster.fabric.{entry['item']}: {e}" for e in entry.get("argument_errors") or []]
+        to_check = [role for role in unchecked if role not in spec_failed]
+        for role, messages in (checks.run_all(to_check) if to_check else {}).items():
+            problems += [m if m.startswith(f"{host}:") else f"{host}: gpucluster.fabric.{role}: {m}" for m in messages]
+        steps, mine = [], {}
+        for role in selected if not problems else []:
+            tasks_file, module = INTENT_TASKS[role][:2]
+            args = checks.role_vars(role).task_args(tasks_file, module)
+            args.pop("role_checks", None)  # done above, for the roles that needed it
+            nothing = NOTHING_TO_APPLY.get(role, lambda a: None)(args)
+            if nothing is not None:
+                mine[role] = WITH_REQUEST.get(role, lambda r, a: r)(nothing, args)
+                continue
+            steps.append((role, module, args))
+        if problems:
+            result.update(failed=True, msg=failure_message(host, problems, roles))
+            return result
+
+        if steps:
+            called = self._execute_module(
+                module_name="gpucluster.fabric.node_apply",
+                module_args={"steps": [{"module": module, "args": args} for _role, module, args in steps]},
+                task_vars=task_vars,
+            )
+            outcomes = called.get("results") or []
+            if len(outcomes) != len(steps):  # the call itself failed (unreachable, no Python): every role says so
+                outcomes = [called] * len(steps)
+            for (role, _module, args), outcome in zip(steps, outcomes):
+                mine[role] = WITH_REQUEST.get(role, lambda r, a: r)(dict(outcome), args)
+            for key in ("failed", "msg", "diff", "unreachable"):
+                if key in called:
+                    result[key] = called[key]
+            if called.get("unreachable"):
+                return result
+        result["results"] = {**earlier, **{role: mine[role] for role in roles if role in mine}}
+        result["changed"] = any(outcome.get("changed") for outcome in mine.values())
+        result["warnings"] = [f"{role}: {w}" for role in mine for w in mine[role].get("warnings") or []]
+        if not result["warnings"]:
+            del result["warnings"]
+        if result.get("failed"):
+            failed = [role for role in mine if mine[role].get("failed")]
+            message = str(result.get("msg") or "failed")
+            if not message.startswith(f"{host}:"):
+                result["msg"] = f"{host}: gpucluster.fabric.{failed[0] if failed else 'apply'}: {message}"
+        self._remove_tmp_path(self._connection._shell.tmpdir)
+        return result

@@ -1,0 +1,69 @@
+#!/usr/bin/python
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+
+DOCUMENTATION = r"""
+---
+module: apply
+short_description: Apply the roles of one play in one call on the host, each with its own applier
+description:
+  - The collection's playbooks apply the roles of one play through this action, in one call on the host instead of
+    one per role - C(gpucluster.fabric.rdma) the roles C(rdma_core) and C(rdma_modules), C(gpucluster.fabric.interfaces)
+    the roles C(fabric_interfaces) and C(roce_qos).
+  - The action plugin builds each role's arguments with the site preflight's code - the arguments the role's own
+    applier task gives its module, templated with the role's defaults and vars under the host's variables, the same
+    computation as the host's intent (M(gpucluster.fabric.preflight)) - and runs the role's input checks first where
+    that preflight did not pass them for the host, every problem at once, before any change.
+  - On the host, module M(gpucluster.fabric.node_apply) runs each role's step with its applier module's own code and
+    argument spec (M(gpucluster.fabric.rdma_core), M(gpucluster.fabric.rdma_modules),
+    M(gpucluster.fabric.fabric_interfaces), M(gpucluster.fabric.roce_qos)), in the order given; a step that fails
+    stops those after it. Each changes only what differs from the live state and says what and why.
+  - A role runs when the run's tags select its applier task as Ansible would select it (C(--tags), C(--skip-tags));
+    the task carries every tag of its roles' applier tasks.
+version_added: 0.1.0
+author: gpucluster.fabric maintainers (@gpucluster)
+extends_documentation_fragment:
+  - gpucluster.fabric.attributes
+  - gpucluster.fabric.attributes.posix
+options:
+  roles:
+    description: The roles to apply, in order.
+    type: list
+    elements: str
+    required: true
+    choices: [rdma_core, rdma_modules, fabric_interfaces, roce_qos]
+attributes:
+  action:
+    description:
+      - Indicates this has a corresponding action plugin so some parts of the options can be executed on the
+        controller.
+    support: full
+    details: The module that runs on the host is M(gpucluster.fabric.node_apply).
+  check_mode:
+    support: full
+    details: Each role's applier reports the changes a run would make, each with its reason, and changes nothing.
+  diff_mode:
+    support: full
+    details: The diffs of every role's files, in order.
+notes:
+  - Registered as C(gpucluster_applied) by the collection's playbooks, whose RV(results) then hold every role applied
+    in the run so far (each call adds its roles to those of the calls before).
+"""
+
+EXAMPLES = r"""
+- name: Apply rdma_core and rdma_modules in one call
+  gpucluster.fabric.apply:
+    roles: [rdma_core, rdma_modules]
+  register: gpucluster_applied
+"""
+
+RETURN = r"""
+results:
+  description:
+    - Each role's result, as its applier module returns it (C(gpucluster_applied.results.rdma_modules) is what role
+      C(rdma_modules) registers as C(gpucluster_gpudirect) when it runs alone), with the roles of the earlier calls
+      registered under the same name in the run.
+    - A role that did not run this time (its tags not selected, or a step before it failed) is absent or says why.
+  returned: always
+  type: dict
+"""
