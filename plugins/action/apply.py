@@ -15,10 +15,14 @@ from ansible_collections.gpucluster.fabric.plugins.plugin_utils.preflight import
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import (
     INTENT_TASKS,
     RoleChecksMixin,
+    read_keyring_deb,
     selected_by_tags,
 )
 
-ROLES = ("rdma_core", "rdma_modules", "fabric_interfaces", "roce_qos")
+ROLES = ("rdma_core", "rdma_modules", "cuda_repo", "nccl", "fabric_interfaces", "roce_qos")
+# An argument taken from an earlier role's result in the same call: what cuda_repo read of the repository in check
+# mode (before apt has lists of it) is what nccl checks its build against, as role nccl reads cuda_repo_applied.
+INPUTS = {"nccl": {"offered_index": ["gpucluster.fabric.cuda_repo", "offered_nccl"]}}
 
 
 def _no_interfaces(args):
@@ -77,6 +81,9 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
             tasks_file, module = INTENT_TASKS[role][:2]
             args = checks.role_vars(role).task_args(tasks_file, module)
             args.pop("role_checks", None)  # done above, for the roles that needed it
+            if role == "cuda_repo":  # the controller's cuda-keyring .deb, as role cuda_repo's action plugin reads it
+                missing = read_keyring_deb(args, self._role_file)
+                problems += [f"{host}: gpucluster.fabric.cuda_repo: {error}" for error in missing]
             nothing = NOTHING_TO_APPLY.get(role, lambda a: None)(args)
             if nothing is not None:
                 mine[role] = WITH_REQUEST.get(role, lambda r, a: r)(nothing, args)
@@ -89,7 +96,11 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
         if steps:
             called = self._execute_module(
                 module_name="gpucluster.fabric.node_apply",
-                module_args={"steps": [{"module": module, "args": args} for _role, module, args in steps]},
+                module_args={
+                    "steps": [
+                        {"module": module, "args": args, "inputs": INPUTS.get(role, {})} for role, module, args in steps
+                    ]
+                },
                 task_vars=task_vars,
             )
             outcomes = called.get("results") or []
@@ -114,3 +125,6 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
                 result["msg"] = f"{host}: gpucluster.fabric.{failed[0] if failed else 'apply'}: {message}"
         self._remove_tmp_path(self._connection._shell.tmpdir)
         return result
+
+    def _role_file(self, source):
+        return self._find(source, "cuda_repo")

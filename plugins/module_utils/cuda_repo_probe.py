@@ -20,6 +20,8 @@ import time
 from ansible.module_utils.urls import fetch_url
 
 from . import cuda_repo
+from .applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS
+from .applier import Applier, steps_to_run
 from .nccl import (
     parse_package_index,
     release_index_sha256,
@@ -402,3 +404,65 @@ def run(module):
     if (params["install"] or params["fail_on_errors"]) and probe.errors:
         module.fail_json(msg="; ".join(probe.errors), **result)
     module.exit_json(**result)
+
+
+# --- module cuda_repo, the role's applier (plugins/modules/cuda_repo.py runs it, and module node_apply) -------------
+
+APPLY_STEPS = ("install", "configure")
+APPLY_ARGUMENT_SPEC = {
+    **APPLIER_ARGUMENTS,
+    **PROBE_ARGUMENTS,
+    "run_tags": {"type": "list", "elements": "str", "default": []},
+    "skip_tags": {"type": "list", "elements": "str", "default": []},
+}
+APT_UPDATE_TRIES = 3
+
+
+def apply(module):
+    """Module cuda_repo: the checks first (failing before any change), then the verified cuda-keyring and the source
+    where they differ, then apt's index where this run changed the repository or apt has no lists of it yet."""
+    params = module.params
+    applying = params["state"] == "present"
+    steps = steps_to_run(APPLY_STEPS, params["run_tags"], params["skip_tags"], "cuda_repo_") if applying else []
+    # What the repository offers is read only where nothing else can tell: in check mode (or a check), before apt
+    # has lists of the repository. A real run refreshes apt's index instead.
+    params["offered_nccl"] = "auto" if module.check_mode or not applying else "never"
+    applier = Applier(module)
+    result, probe = probe_host(module, install="install" in steps, name="cuda_repo")
+    if probe.errors:
+        module.fail_json(msg="; ".join(probe.errors), **result)
+    why = result.pop("install_why", None)
+    if result.pop("changed"):
+        applier.changes.append({"what": "package cuda-keyring", "why": why})
+    if "configure" in steps:
+        entry = result["source_entry"] + "\n"
+        applier.file(result["list_path"], f"{params['header']}\n{entry}" if params["header"] else entry)
+    if steps:
+        refresh_index(module, applier, result)
+    module.exit_json(**applier.report(result, steps=steps))
+
+
+def refresh_index(module, applier, result):
+    """``apt-get update`` where this run changed the repository or apt has no lists of it (so that apt, and NCCL's
+    applier after it in the same call, see what the repository offers), on the real root only, not in check mode;
+    tried APT_UPDATE_TRIES times, as a mirror may be briefly unreachable. A tree (root other than /) has no apt."""
+    if module.params["root"] != "/":
+        return
+    if applier.changes:
+        why = "the repository's keyring or source changed"
+    elif not result["apt_lists"]:
+        why = "apt has no lists of the repository yet"
+    else:
+        return
+    applier.changes.append({"what": "apt index", "why": why})
+    if module.check_mode:
+        return
+    command = [module.get_bin_path("apt-get", required=True), "update", "-q", "-o", "DPkg::Lock::Timeout=300"]
+    for attempt in range(APT_UPDATE_TRIES):
+        rc, out, err = module.run_command(command, environ_update={"LANG": "C", "LC_ALL": "C"})
+        if rc == 0:
+            return
+        if attempt + 1 < APT_UPDATE_TRIES:
+            time.sleep(5 * (attempt + 1))
+    detail = (err or out).strip().splitlines()[-3:]
+    module.fail_json(msg=f"apt-get update failed (rc {rc}): {' '.join(detail)}", **result)

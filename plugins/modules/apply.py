@@ -8,16 +8,16 @@ module: apply
 short_description: Apply the roles of one play in one call on the host, each with its own applier
 description:
   - The collection's playbooks apply the roles of one play through this action, in one call on the host instead of
-    one per role - C(gpucluster.fabric.rdma) the roles C(rdma_core) and C(rdma_modules), C(gpucluster.fabric.interfaces)
-    the roles C(fabric_interfaces) and C(roce_qos).
+    one per role - C(gpucluster.fabric.rdma) the roles C(rdma_core) and C(rdma_modules), C(gpucluster.fabric.nccl)
+    the roles C(cuda_repo) and C(nccl) (cuda_repo's applier refreshes apt's index before nccl's runs),
+    C(gpucluster.fabric.interfaces) the roles C(fabric_interfaces) and C(roce_qos).
   - The action plugin builds each role's arguments with the site preflight's code - the arguments the role's own
     applier task gives its module, templated with the role's defaults and vars under the host's variables, the same
     computation as the host's intent (M(gpucluster.fabric.preflight)) - and runs the role's input checks first where
     that preflight did not pass them for the host, every problem at once, before any change.
   - On the host, module M(gpucluster.fabric.node_apply) runs each role's step with its applier module's own code and
-    argument spec (M(gpucluster.fabric.rdma_core), M(gpucluster.fabric.rdma_modules),
-    M(gpucluster.fabric.fabric_interfaces), M(gpucluster.fabric.roce_qos)), in the order given; a step that fails
-    stops those after it. Each changes only what differs from the live state and says what and why.
+    argument spec, in the order given; a step that fails stops those after it. Each changes only what differs from
+    the live state and says what and why.
   - A role runs when the run's tags select its applier task as Ansible would select it (C(--tags), C(--skip-tags));
     the task carries every tag of its roles' applier tasks.
 version_added: 0.1.0
@@ -31,7 +31,7 @@ options:
     type: list
     elements: str
     required: true
-    choices: [rdma_core, rdma_modules, fabric_interfaces, roce_qos]
+    choices: [rdma_core, rdma_modules, cuda_repo, nccl, fabric_interfaces, roce_qos]
 attributes:
   action:
     description:

@@ -16,8 +16,8 @@ description:
   - C(install) installs the verified cuda-keyring (C(dpkg -i) of the bytes just checked) when the installed one is not
     O(keyring_version) or its keyring is not exactly O(key_fingerprint).
   - C(configure) writes the keyring package's own source file with the one entry for O(base_url), signed by the
-    package's keyring. Refreshing apt's index afterwards is left to M(ansible.builtin.apt) (the role does it when
-    this task changed something or apt has no lists of the repository yet).
+    package's keyring. Then, where either step changed something or apt has no lists of the repository yet, it
+    refreshes apt's index (C(apt-get update), tried three times; not in check mode, and only when O(root=/)).
   - In check mode it reports both and, when apt has no lists of the repository yet, returns the libnccl2/libnccl-dev
     builds the verified index offers (RV(offered_nccl)), so that the nccl role can predict its installation.
   - An action plugin of the same name reads O(keyring_deb_src) on the controller and passes its bytes to the module.
@@ -91,11 +91,6 @@ EXAMPLES = r"""
     host: "{{ inventory_hostname }}"
     header: "{{ ansible_managed | comment }}"
   register: cuda_repo_applied
-
-- name: Refresh apt's index when the repository changed
-  ansible.builtin.apt:
-    update_cache: true
-  when: cuda_repo_applied is changed or cuda_repo_applied.apt_lists | length == 0
 """
 
 RETURN = r"""
@@ -141,44 +136,18 @@ offered_nccl:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier, steps_to_run  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.cuda_repo_probe import PROBE_ARGUMENTS, probe_host  # noqa: E402
-
-STEPS = ("install", "configure")
+from ansible_collections.gpucluster.fabric.plugins.module_utils.cuda_repo_probe import (  # noqa: E402
+    APPLY_ARGUMENT_SPEC,
+    apply,
+)
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec={
-            **APPLIER_ARGUMENTS,
-            **PROBE_ARGUMENTS,
-            "run_tags": {"type": "list", "elements": "str", "default": []},
-            "skip_tags": {"type": "list", "elements": "str", "default": []},
-        },
-        supports_check_mode=True,
-    )
+    return AnsibleModule(argument_spec=APPLY_ARGUMENT_SPEC, supports_check_mode=True)
 
 
 def main():
-    module = build_module()
-    params = module.params
-    applying = params["state"] == "present"
-    steps = steps_to_run(STEPS, params["run_tags"], params["skip_tags"], "cuda_repo_") if applying else []
-    # What the repository offers is read only where nothing else can tell: in check mode (or a check), before apt
-    # has lists of the repository. A real run refreshes apt's index instead.
-    params["offered_nccl"] = "auto" if module.check_mode or not applying else "never"
-    apply = Applier(module)
-    result, probe = probe_host(module, install="install" in steps, name="cuda_repo")
-    if probe.errors:
-        module.fail_json(msg="; ".join(probe.errors), **result)
-    why = result.pop("install_why", None)
-    if result.pop("changed"):
-        apply.changes.append({"what": "package cuda-keyring", "why": why})
-    if "configure" in steps:
-        entry = result["source_entry"] + "\n"
-        apply.file(result["list_path"], f"{params['header']}\n{entry}" if params["header"] else entry)
-    module.exit_json(**apply.report(result, steps=steps))
+    apply(build_module())
 
 
 if __name__ == "__main__":
