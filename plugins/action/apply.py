@@ -52,6 +52,8 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
             raise AnsibleError(f"apply: unknown roles {', '.join(unknown)}; it applies {', '.join(ROLES)}")
         earlier = dict((task_vars.get("gpucluster_applied") or {}).get("results") or {})
         result.update(changed=False, results=earlier)
+        if not roles:
+            return result  # none of the play's roles applies to this host
 
         facts, failure = self._gather(task_vars)
         if failure:
