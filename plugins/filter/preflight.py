@@ -7,7 +7,8 @@ import difflib
 
 from ansible.errors import AnsibleFilterError
 
-# What site.yml applies, in its order: every role on GPU nodes but opensm, which runs on the subnet managers.
+# What site.yml applies, in its order: every role on GPU nodes but opensm, which runs on the subnet managers, and
+# node_check, which runs on both.
 SITE_ROLES = (
     "rdma_core",
     "rdma_modules",
@@ -16,9 +17,11 @@ SITE_ROLES = (
     "fabric_interfaces",
     "roce_qos",
     "opensm",
+    "node_check",
     "fabric_validate",
 )
 SM_ROLES = ("opensm",)
+EVERY_HOST_ROLES = ("node_check",)
 
 
 def _strip(options):
@@ -62,7 +65,7 @@ def site_roles(value, gpu=None, sm=None):
         names = [name for name in SITE_ROLES if name in value]
     if gpu is None and sm is None:
         return names
-    return [name for name in names if (sm if name in SM_ROLES else gpu)]
+    return [name for name in names if ((gpu or sm) if name in EVERY_HOST_ROLES else sm if name in SM_ROLES else gpu)]
 
 
 class FilterModule:

@@ -17,8 +17,6 @@ import signal
 import tempfile
 import time
 
-from ansible.module_utils.urls import fetch_url
-
 from . import cuda_repo
 from .applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS
 from .applier import Applier, steps_to_run
@@ -120,6 +118,11 @@ class Probe:
 
     def fetch(self, url, name):
         """(bytes, None) or (None, 'what went wrong'). Transient network errors are retried; HTTP answers are final."""
+        if getattr(self.module, "offline", False):  # the node check (node_check.py) reads what the host has only
+            return None, "not downloaded: the node check reads only what the host has"
+        # Imported here: the node check runs this module's code on the node, without Ansible.
+        from ansible.module_utils.urls import fetch_url
+
         local = url.startswith("file:")
         attempts = 1 if local else 3
         status, msg = -1, ""

@@ -14,6 +14,7 @@ later steps would trip on what it could not read), as a role's own tasks would s
 """
 
 import base64
+import contextlib
 from pathlib import Path
 
 from ansible.errors import AnsibleError
@@ -21,6 +22,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.template import trust_as_template
 from ansible.vars.clean import namespace_facts
 
+from ..module_utils import node_check_install
 from ..module_utils import rdma_core as rdma_core_rules
 from .preflight import failure_message
 
@@ -148,27 +150,29 @@ def result_messages(result):
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-# Each applier's part of the intent: the arguments its role's task gives it, less what only steers this run (tags,
-# the file header, the state, the controller-side helpers). Roles without an applier give the values listed.
+# Each applier's part of the intent: the arguments its role's task gives it, less what only steers this run (tags, the
+# state, the controller-side helpers), so that the node check can run the applier in check mode with them (the file
+# header is kept: it is part of each file's content). Roles without an applier give the values listed.
 INTENT_TASKS = {
-    "rdma_core": ("apply.yml", "gpucluster.fabric.rdma_core", ("state", "host", "header")),
-    "rdma_modules": ("apply.yml", "gpucluster.fabric.rdma_modules", ("state", "host", "header")),
+    "rdma_core": ("apply.yml", "gpucluster.fabric.rdma_core", ("state", "host")),
+    "rdma_modules": ("apply.yml", "gpucluster.fabric.rdma_modules", ("state", "host")),
     "cuda_repo": (
         "main.yml",
         "gpucluster.fabric.cuda_repo",
-        ("run_tags", "skip_tags", "host", "header", "keyring_deb_src"),
+        ("run_tags", "skip_tags", "host", "keyring_deb_src"),
     ),
     "nccl": (
         "apply.yml",
         "gpucluster.fabric.nccl",
-        ("state", "host", "header", "offered_index", "before_repository", "library_in_place"),
+        ("state", "host", "offered_index", "before_repository", "library_in_place"),
     ),
     "fabric_interfaces": (
         "main.yml",
         "gpucluster.fabric.fabric_interfaces",
-        ("role_checks", "run_tags", "skip_tags", "host", "header"),
+        ("role_checks", "run_tags", "skip_tags", "host"),
     ),
-    "roce_qos": ("main.yml", "gpucluster.fabric.roce_qos", ("role_checks", "boot_script", "header")),
+    "roce_qos": ("main.yml", "gpucluster.fabric.roce_qos", ("role_checks",)),
+    "node_check": ("main.yml", "gpucluster.fabric.node_check", ("role_checks", "host")),
 }
 INTENT_VARS = {
     # OpenSM's keys stay in opensm.conf, which OpenSM reads: never in the intent.
@@ -180,6 +184,11 @@ INTENT_VARS = {
             "expected_active_mtu": "fabric_validate_expected_active_mtu",
             "required_modules": "fabric_validate_required_modules",
             "interfaces": "fabric_validate_interfaces",
+            # What the node check (node_check.py) reads with, as the health tier does.
+            "sysfs_root": "fabric_validate_sysfs_root",
+            "max_nic_distance": "fabric_validate_max_nic_distance",
+            "sm_query_host": "fabric_validate_sm_query_host",
+            "sm_query_environment": "fabric_validate_sm_query_environment",
         },
         (),
     ),
@@ -336,6 +345,17 @@ class Checks:
             "__opensm_inputs"
             " | gpucluster.fabric.opensm_input_errors(hostvars, groups, inventory_hostname, ansible_facts)"
         )
+
+    def _check_node_check(self, rv):
+        args = rv.task_args("main.yml", "gpucluster.fabric.node_check")
+        interval, timer = args["interval"], args["timer"]
+        interval = int(interval) if isinstance(interval, str) and interval.strip().isdigit() else interval
+        with contextlib.suppress(TypeError):  # not a boolean: the rule says what is wrong with it
+            timer = boolean(timer, strict=True)
+        only, skip = (
+            [p.strip() for p in v.split(",")] if isinstance(v, str) else v for v in (args["only"], args["skip"])
+        )
+        return [f"{self.host}: {error}" for error in node_check_install.input_errors(interval, timer, only, skip)]
 
     def _check_fabric_validate(self, rv):
         errors = rv.expression("__fabric_validate_inputs | gpucluster.fabric.fabric_preflight_errors")

@@ -12,7 +12,10 @@ from two side_effect steps of its test sequence (molecule/site/faults.yml):
      configured stay ACTIVE;
   3. an unreachable node does not stop the others and is reported (recap and validation report); on the converged
      lab this run is also the scenario's no-op re-run: nothing may change on the hosts it reaches;
-  4. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
+  4. the node check (role node_check, on a timer every node_check_interval seconds) shows a fault in the node's
+     metrics, scraped from its node_exporter, within one interval, and its repair the same way: the fabric MTU set
+     with `ip link`, nccl.conf edited;
+  5. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
      starts an NCCL change; only that port: the controller's SSH sessions come from the same address)
      fails clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
 
@@ -29,6 +32,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -250,6 +254,80 @@ def test_stopped_subnet_manager_fails_validation_clearly(lab):
         while not _sm_is_master(sm):
             assert time.time() < deadline, f"no master SM on {sm} 60 s after starting opensm again"
             time.sleep(1)
+
+
+def _node_check_interval():
+    return yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "all.yml").read_text())["node_check_interval"]
+
+
+def _metrics(host):
+    """{(name, labels): value} of the node's node_exporter, scraped over HTTP as Prometheus does."""
+    address = yaml.safe_load((HOST_VARS / f"{host}.yml").read_text())["lab_mgmt_address"]
+    with urllib.request.urlopen(f"http://{address}:9100/metrics", timeout=10) as response:  # noqa: S310 - lab host
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        match = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$", line)
+        if match:
+            samples[(match.group(1), match.group(2) or "")] = float(match.group(3))
+    return samples
+
+
+def _check_state(samples, check):
+    """The state the node check's last run gave ``check`` in the scraped metrics, or None."""
+    for state in ("passed", "failed", "skipped"):
+        if samples.get(("gpucluster_fabric_check_state", f'{{check="{check}",state="{state}"}}')) == 1:
+            return state
+    return None
+
+
+def _wait_for_checks(host, wanted, after):
+    """Until the node's metrics come from a run that started after ``after`` and show each check of ``wanted``
+    ({check: state}); within one interval of the timer and the run's own time. Returns the seconds it took."""
+    interval = _node_check_interval()
+    deadline = after + interval + 15
+    while True:
+        samples = _metrics(host)
+        ran = samples.get(("gpucluster_fabric_check_last_run_timestamp_seconds", ""), 0)
+        states = {check: _check_state(samples, check) for check in wanted}
+        if ran > after and states == wanted:
+            assert samples.get(("node_textfile_scrape_error", "")) == 0, "node_exporter could not read the metrics"
+            assert samples.get(("gpucluster_fabric_check_up", "")) == 1
+            return time.time() - after
+        assert time.time() < deadline, f"{host}: after {interval + 15} s the metrics show {states}, not {wanted}"
+        time.sleep(1)
+
+
+def test_node_check_shows_a_fault_and_its_repair_within_one_interval(lab):
+    """Each fault on a converged GPU node, read the way Prometheus reads it: the node's own check (its timer) puts
+    the failed check in the metrics node_exporter serves within one interval, and the repaired state the same way."""
+    node = GPUS[0]
+    faults = [
+        (
+            "fabric MTU set by hand",
+            "ip link set eth1 mtu 1500",
+            "ip link set eth1 mtu 4200",
+            {"interface.mtu[eth1]": "failed", "drift.fabric_interfaces": "failed"},
+        ),
+        (
+            "nccl.conf edited",
+            "cp -p /etc/nccl.conf /root/nccl.conf.saved && echo NCCL_IB_HCA=mlx5_9 >> /etc/nccl.conf",
+            "cp -p /root/nccl.conf.saved /etc/nccl.conf",
+            {"drift.nccl": "failed"},
+        ),
+    ]
+    interval = _node_check_interval()
+    took = {}
+    for name, breaks, repairs, failing in faults:
+        passing = dict.fromkeys(failing, "passed")
+        _wait_for_checks(node, passing, time.time() - interval)  # the timer runs it, and the node is as intended
+        _podman("exec", node, "sh", "-c", breaks)
+        try:
+            took[name] = _wait_for_checks(node, failing, time.time())
+        finally:
+            _podman("exec", node, "sh", "-c", repairs)
+        took[f"{name}, repaired"] = _wait_for_checks(node, passing, time.time())
+    print(f"node check (interval {interval} s): seconds from each change to the metrics showing it: {took}")
 
 
 def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):

@@ -78,7 +78,7 @@ def test_the_roles_checks_run_through_the_same_plugin():
 def test_site_imports_the_playbooks_of_every_role():
     """Every role is applied by one of the step playbooks, only where gpucluster_roles selects it: imported, or by
     module gpucluster.fabric.apply."""
-    names = ("rdma.yml", "nccl.yml", "interfaces.yml", "opensm.yml", "validate.yml")
+    names = ("rdma.yml", "nccl.yml", "interfaces.yml", "opensm.yml", "intent.yml", "validate.yml")
     text = "".join((ROOT / "playbooks" / name).read_text() for name in names)
     applied = [
         task["gpucluster.fabric.apply"]["roles"]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpucluster.fabric.plugins.module_utils import fabric_collect
 from ansible_collections.gpucluster.fabric.plugins.modules import (
     fabric_validate_collect,
     gpu_topology_info,
@@ -165,7 +166,7 @@ def test_fabric_validate_collect_reads_everything_in_one_call(tmp_path, monkeypa
     assert result["ib"]["rdma_present"] is True
     assert result["ib"]["devices"][0]["ports"][0]["active_mtu"] == 4096
     assert result["ib"]["modules_loaded"] == {"rdma_rxe": True}
-    assert sorted(result["gpu"]) == sorted(fabric_validate_collect.GPU_KEYS)
+    assert sorted(result["gpu"]) == sorted(fabric_collect.GPU_KEYS)
     assert result["gpu"]["gpus"][0]["name"] == "NVIDIA H200"
     assert result["nccl_conf"] == {"path": str(conf), "content": "NCCL_IB_HCA==rxe0\n"}
     assert result["interfaces"] == [
@@ -181,7 +182,7 @@ def test_fabric_validate_collect_agrees_with_the_single_modules(tmp_path, monkey
     ib = _run(ib_port_info, {"root": root, "modules": ["ib_core"]}, capsys)
     gpu = _run(gpu_topology_info, {}, capsys)
     assert collected["ib"] == {key: ib[key] for key in ("rdma_present", "devices", "modules_loaded")}
-    assert collected["gpu"] == {key: gpu[key] for key in fabric_validate_collect.GPU_KEYS}
+    assert collected["gpu"] == {key: gpu[key] for key in fabric_collect.GPU_KEYS}
 
 
 def test_fabric_validate_collect_on_a_bare_host(tmp_path, monkeypatch, capsys):
@@ -230,7 +231,7 @@ def test_fabric_validate_collect_reads_again_while_a_port_waits_for_the_sm(tmp_p
         if len(sleeps) == activate_after[0]:
             state.write_text("4: ACTIVE\n")
 
-    monkeypatch.setattr(fabric_validate_collect.time, "sleep", sleep)
+    monkeypatch.setattr(fabric_collect.time, "sleep", sleep)
     args = {"root": str(root), "settle_seconds": 60, "settle_delay": 3, "use_ibv_devinfo": False}
     result = _run(fabric_validate_collect, args, capsys)
     assert result["attempts"] == 3 and sleeps == [3, 3]

@@ -69,7 +69,12 @@ for target in "${targets[@]}"; do
   name=tarball-smoke-$target-core$core
   podman rm -f "$name" >/dev/null 2>&1 || true
   containers+=("$name")
+  # A network of its own: podman hands out dynamic addresses in order, and on its default network they would reach
+  # the lab's fixed ones (10.88.88.x, 10.88.90.x), which CNI then refuses to the next lab.
+  podman network exists gpucluster-smoke ||
+    podman network create --subnet 10.89.77.0/24 gpucluster-smoke >/dev/null
   podman run -d --name "$name" --hostname "$name" --privileged --systemd always "${extra[@]}" \
+    --network gpucluster-smoke \
     --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" "$image" /sbin/init >/dev/null
   printf '        %s:\n          smoke_suite: %s\n' "$name" "$target" >>"$inventory"
   [[ -z "$python_var" ]] || printf '%s\n' "$python_var" >>"$inventory"

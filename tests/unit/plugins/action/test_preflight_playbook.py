@@ -12,6 +12,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _playbook import ansible_playbook, needs_playbook  # noqa: E402
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import node_apply, node_check  # noqa: E402
 
 pytestmark = [needs_playbook, pytest.mark.playbook]
 
@@ -112,5 +114,22 @@ def test_the_intent_is_each_appliers_arguments_defaulted(tmp_path):
     assert nccl["nccl_version"] == "2.21.5" and nccl["conf"] == {"NCCL_SOCKET_IFNAME": "=ib0"}
     assert nccl["conf_path"] == "/etc/nccl.conf"  # the role's default
     assert nccl["required_features"] == [] and nccl["feature_minimums"][0]["feature"] == "dmabuf"  # role vars
-    assert {"state", "header", "host", "offered_index"}.isdisjoint(nccl)
+    assert {"state", "host", "offered_index"}.isdisjoint(nccl)
+    assert nccl["header"].startswith("#")  # part of each file's content, which the node check compares
     assert document["roles"]["rdma_core"]["memlock"] == "1048576"
+    # The node check gives each applier these arguments as the module's own validator would.
+    for role in ("rdma_core", "nccl"):
+        spec = node_apply.APPLIERS[f"gpucluster.fabric.{role}"][0]
+        args = dict(document["roles"][role], state="present")
+        assert node_check.params_for(spec, args) == ArgumentSpecValidator(spec).validate(args).validated_parameters
+
+
+def test_node_check_values_are_refused_with_the_variable_and_the_fix(tmp_path):
+    bad = {"node_check_interval": 0, "node_check_skip": ["port.stat", "drift.nccl"], "node_check_only": "drift.*"}
+    run = _run(tmp_path, {"gpu01": bad}, {"gpucluster_roles": ["node_check"]})
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    assert "gpu01: node_check_interval=0 is not a number of seconds from 10 to 86400" in out, out
+    assert "gpu01: node_check_skip: 'port.stat' names no check of the node check" in out, out
+    # A string is a list of one, as the module's argument spec reads it; a pattern that names checks passes.
+    assert "drift.nccl' names" not in out and "node_check_only" not in out, out

@@ -52,7 +52,7 @@ def test_unknown_entry_point():
 def test_site_roles_default_is_every_role_in_site_order():
     assert site_roles(None) == list(SITE_ROLES)
     assert site_roles(None, gpu=True, sm=False) == [r for r in SITE_ROLES if r != "opensm"]
-    assert site_roles(None, gpu=False, sm=True) == ["opensm"]
+    assert site_roles(None, gpu=False, sm=True) == ["opensm", "node_check"]
     assert site_roles(None, gpu=False, sm=False) == []
     assert site_roles(None, gpu=True, sm=True) == list(SITE_ROLES)
 

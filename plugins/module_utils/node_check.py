@@ -1,0 +1,479 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""The node checks itself: the host's intent (/etc/gpucluster/fabric.json, written by site.yml) against its live state,
+with the rules that provisioned it, on the node, without Ansible.
+
+Two kinds of check, each a check record as report.json has them (host, tier, check, status, measured, threshold,
+unit, message):
+
+- drift: each role's applier (the code module apply runs, node_apply.APPLIERS) run in check mode with the intent's
+  arguments: ``drift.<role>`` passes when it would change nothing, and fails naming what it would change and why;
+- health: the validation report's health tier (fabric_checks.health_checks) on what fabric_collect reads here.
+
+It writes the checks as JSON, as Prometheus metrics for node_exporter's textfile collector (atomically, with the time
+of the run) and a one-line reason, and exits 0 (no check failed), 1 (a check failed) or 2 (it could not check: no
+intent, or an unusable configuration). Module node_check installs this module and the ones it imports (relative
+imports only: standard library, Python 3.8 and later) on the node; the systemd timer and Slurm run it there.
+"""
+
+import fnmatch
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+from . import intent as intent_file
+from .fabric_checks import _check, collected_record, expected_interface_mtus, health_checks, with_sm
+from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
+from .fabric_collect import CollectError, collect
+from .node_apply import APPLIERS
+
+CONFIG_PATH = "/etc/gpucluster/fabric-check.json"
+REPORT_PATH = "/var/lib/gpucluster/fabric-check.json"
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+METRICS_FILE = "gpucluster_fabric.prom"
+TIER = "health"
+SCHEMA = 1
+STATES = ("passed", "failed", "skipped")
+# The families of check names, for the allow and deny lists (node_check_only, node_check_skip): a name is its family,
+# or its family and a subject in brackets (port.state[mlx5_0/1]).
+DRIFT_ROLES = tuple(sorted(name.rsplit(".", 1)[-1] for name in APPLIERS))
+FAMILIES = (
+    *(f"drift.{role}" for role in DRIFT_ROLES),
+    "rdma.device",
+    "port.state",
+    "port.rate",
+    "port.active_mtu",
+    "module",
+    "gpu.nic_affinity",
+    "gpudirect",
+    "nccl.conf",
+    "roce_qos",
+    "roce_qos.pfc",
+    "roce_qos.dscp_map",
+    "roce_qos.ecn",
+    "roce_qos.tos",
+    "sm.master",
+    "interface.mtu",
+    "intent",
+)
+# What the node check reads with: ``sminfo`` under this timeout (seconds), never a wait for ports to settle.
+SM_QUERY_TIMEOUT = 5
+CONFIG_DEFAULTS = {"textfile_dir": TEXTFILE_DIR, "report": REPORT_PATH, "only": [], "skip": []}
+
+
+# --- the stand-in for AnsibleModule ----------------------------------------------------------------------------------
+
+
+class Exit(Exception):
+    """The applier's code called exit_json or fail_json: its result."""
+
+    def __init__(self, result):
+        super().__init__("exit")
+        self.result = result
+
+
+class NodeModule:
+    """What the appliers' code uses of AnsibleModule, in check mode only: params, run_command, get_bin_path, warn,
+    exit_json and fail_json. ``offline``: nothing is downloaded (cuda_repo_probe reads it)."""
+
+    check_mode = True
+    _diff = False
+    offline = True
+
+    def __init__(self, params):
+        self.params = params
+        self.warnings = []
+        self.no_log_values = set()
+        self.run_command_environ_update = {}
+
+    def warn(self, warning):
+        self.warnings.append(warning)
+
+    def exit_json(self, **result):
+        result.setdefault("changed", False)
+        raise Exit(result)
+
+    def fail_json(self, msg, **result):
+        raise Exit(dict(result, failed=True, msg=msg))
+
+    def atomic_move(self, src, dest):
+        raise RuntimeError("the node check changes nothing")
+
+    @staticmethod
+    def get_bin_path(arg, required=False, opt_dirs=None):
+        dirs = [
+            *(opt_dirs or []),
+            *os.environ.get("PATH", "").split(os.pathsep),
+            "/usr/local/sbin",
+            "/usr/sbin",
+            "/sbin",
+        ]
+        found = shutil.which(arg, path=os.pathsep.join(d for d in dirs if d))
+        if found is None and required:
+            raise Exit({"failed": True, "msg": f"{arg} not found on the node"})
+        return found
+
+    def run_command(self, args, check_rc=False, environ_update=None, data=None, binary_data=False, cwd=None, **_):
+        argv = shlex.split(args) if isinstance(args, str) else [str(arg) for arg in args]
+        env = dict(os.environ, LANG="C", LC_ALL="C", LC_MESSAGES="C")
+        env.update(self.run_command_environ_update)
+        env.update(environ_update or {})
+        if data is not None and not binary_data:
+            data += "\n"
+        try:
+            done = subprocess.run(
+                argv, input=data, capture_output=True, text=True, errors="replace", env=env, cwd=cwd, check=False
+            )
+        except OSError as exc:
+            self.fail_json(msg=f"{argv[0]}: {exc.strerror}", rc=exc.errno or 2, cmd=argv)
+        if check_rc and done.returncode != 0:
+            self.fail_json(msg=done.stderr.strip() or f"{argv[0]} exited {done.returncode}", rc=done.returncode)
+        return done.returncode, done.stdout, done.stderr
+
+
+# --- arguments: the intent's, with the spec's defaults and types (what ArgumentSpecValidator gives the module) ----
+
+
+def _boolean(value):
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("yes", "on", "1", "true", "y", "t"):
+        return True
+    if text in ("no", "off", "0", "false", "n", "f", ""):
+        return False
+    raise ValueError(f"{value!r} is not a boolean")
+
+
+def _typed(kind, value):
+    if value is None or kind in (None, "raw", "dict"):
+        return value
+    if kind == "bool":
+        return _boolean(value)
+    if kind == "int":
+        return value if isinstance(value, int) and not isinstance(value, bool) else int(str(value), 0)
+    if kind == "float":
+        return float(value)
+    if kind == "path":
+        return os.path.expanduser(os.path.expandvars(str(value)))
+    if kind == "str":
+        return value if isinstance(value, str) else str(value)
+    if kind == "list":
+        return value.split(",") if isinstance(value, str) else list(value)
+    return value
+
+
+def params_for(spec, args):
+    """``args`` as the module would receive them: every option of ``spec``, defaulted and of its type. Raises
+    ValueError naming the option for an argument the spec does not have or a value of the wrong type."""
+    unknown = sorted(set(args) - set(spec))
+    if unknown:
+        raise ValueError(
+            f"arguments {', '.join(unknown)} are not options of the applier (an intent of another version)"
+        )
+    params = {}
+    for name, option in spec.items():
+        value = args.get(name, option.get("default"))
+        try:
+            value = _typed(option.get("type", "str"), value)
+            if option.get("type") == "list" and value is not None and option.get("elements") not in (None, "raw"):
+                value = [_typed(option["elements"], item) for item in value]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"option {name}: {exc}") from exc
+        params[name] = value
+    return params
+
+
+# --- the checks ------------------------------------------------------------------------------------------------------
+
+
+def _change_lines(role, result):
+    """What the applier would change, one phrase each."""
+    lines = [f"{change.get('what')}: {change.get('why')}" for change in result.get("changes") or []]
+    # Packages the role's apt task installs after its applier (rdma_core, opensm): the applier says which are missing.
+    lines += [f"package {name}: not installed" for name in result.get("packages_missing") or []]
+    # nccl: the exact build installed and each package's hold, which the role's apt tasks set after its applier.
+    if result.get("in_place") is False:
+        installed = {name: (found or {}).get("version") for name, found in (result.get("installed") or {}).items()}
+        lines.append(
+            f"packages {', '.join(result.get('packages') or [])}: not at {result.get('package_version')}"
+            f" (installed: {installed or 'none'})"
+        )
+    lines += [f"package {name}: hold differs" for name in result.get("hold_pending") or []]
+    qos = result.get("interfaces") if role == "roce_qos" else None  # roce_qos: per interface and setting
+    for interface, settings in sorted((qos or {}).items()):
+        for setting, outcome in sorted(settings.items()):
+            if isinstance(outcome, dict) and outcome.get("state") == "changed":
+                lines.append(f"{interface} {setting}: {outcome.get('current')} -> {outcome.get('wanted')}")
+    return lines
+
+
+def drift_check(host, role, args, module_class=NodeModule):
+    """(check record, the applier's result): ``drift.<role>``, from the role's applier in check mode."""
+    name = f"drift.{role}"
+    spec, run, *_rest = APPLIERS[f"gpucluster.fabric.{role}"]
+    arguments = dict(args or {})
+    if "state" in spec:
+        arguments["state"] = "present"
+    try:
+        module = module_class(params_for(spec, arguments))
+        run(module)
+        result = {"failed": True, "msg": "the applier returned without a result"}
+    except Exit as done:
+        result = done.result
+    except ValueError as exc:
+        result = {"failed": True, "msg": f"the intent's {role} arguments: {exc}"}
+    except Exception:  # noqa: BLE001 - one role's bug must not hide the others' checks
+        result = {"failed": True, "msg": f"raised {traceback.format_exc().strip().splitlines()[-1]}"}
+    if result.get("failed"):
+        message = f"{role}: the check of its settings failed: {' '.join(str(result.get('msg')).split())}"
+        return _check(host, TIER, name, "failed", message, "error", "no change"), result
+    lines = _change_lines(role, result)
+    if result.get("changed") or lines:
+        message = (
+            f"{role} differs from the intent: {'; '.join(lines) or 'a setting differs'}; run the collection again "
+            f"(--tags {role}) to put it back, or change the inventory if the change is wanted"
+        )
+        return _check(host, TIER, name, "failed", message, len(lines) or 1, 0, "changes"), result
+    return _check(host, TIER, name, "passed", f"{role} is as the intent says", 0, 0, "changes"), result
+
+
+def _collect_params(host, roles):
+    validate = roles.get("fabric_validate") or {}
+    interfaces = validate.get("interfaces")
+    if interfaces is None:
+        interfaces = (roles.get("fabric_interfaces") or {}).get("interfaces") or []
+    args = {
+        "root": validate.get("sysfs_root") or "/",
+        "max_nic_distance": validate.get("max_nic_distance") or "PXB",
+        "modules": list(validate.get("required_modules") or []),
+        "nccl_conf_path": (roles.get("nccl") or {}).get("conf_path", "/etc/nccl.conf"),
+        "interfaces": expected_interface_mtus(interfaces),
+        # The subnet manager is asked from the node itself only: where the inventory asks it from another host
+        # (fabric_validate_sm_query_host), the fleet report does, and the node's check says so.
+        "sm_query": validate.get("sm_query_host") in (None, "", host),
+        "sm_query_environment": validate.get("sm_query_environment") or {},
+        "sm_query_timeout": SM_QUERY_TIMEOUT,
+    }
+    return params_for(COLLECT_SPEC, args)
+
+
+def health(host, roles, applied, module_class=NodeModule):
+    """The health tier's checks of this host (fabric_checks.health_checks), on what is read here; ``applied``: the
+    appliers' results of the drift checks ({role: result}), whose GPUDirect decision the health tier judges."""
+    validate = roles.get("fabric_validate") or {}
+    params = _collect_params(host, roles)
+    module = module_class(params)
+    try:
+        collected = collect(module, params)
+    except CollectError as exc:
+        return [_check(host, TIER, "rdma.device", "failed", f"cannot read the host's fabric: {exc}")]
+    except Exit as done:
+        return [_check(host, TIER, "rdma.device", "failed", f"cannot read the host's fabric: {done.result.get('msg')}")]
+    gpudirect = (applied.get("rdma_modules") or {}).get("gpudirect")
+    qos = roles.get("roce_qos") or {}
+    inputs = {
+        "gpudirect": gpudirect if isinstance(gpudirect, dict) and gpudirect.get("mode") else None,
+        "allowed_debug": (roles.get("nccl") or {}).get("allow_debug_variables") or [],
+        "require_pfc": qos.get("require_pfc", False),
+        "declared_roce": [],  # the RoCE QoS is judged by drift.roce_qos, with the role's own code
+    }
+    # Not asked here (the inventory asks from another host): each InfiniBand port's sm.master is skipped, saying so.
+    record = with_sm(collected_record(collected, inputs), collected.get("sminfo") or [], host)
+    expected = {"rate_gbps": validate.get("expected_rate_gbps"), "active_mtu": validate.get("expected_active_mtu")}
+    return health_checks(host, record, expected)
+
+
+def selected(name, only, skip):
+    """Whether check ``name`` is judged: it matches a pattern of ``only`` (when given) and none of ``skip``. A pattern
+    matches a name (fnmatch), or the family of a name with a subject (port.state matches port.state[mlx5_0/1])."""
+
+    def matches(pattern):
+        return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name.split("[", 1)[0], pattern)
+
+    return (not only or any(matches(p) for p in only)) and not any(matches(p) for p in skip)
+
+
+def pattern_errors(patterns, variable):
+    """What is wrong with the check-name patterns of ``variable`` (node_check_only, node_check_skip): each must name
+    a family of FAMILIES, or a check of one (a subject in brackets), with fnmatch wildcards."""
+    errors = []
+    for pattern in patterns if isinstance(patterns, (list, tuple)) else [patterns]:
+        family = str(pattern).split("[", 1)[0]
+        if not isinstance(pattern, str) or not pattern or not fnmatch.filter(FAMILIES, family):
+            errors.append(
+                f"{variable}: {pattern!r} names no check of the node check; use one of {', '.join(FAMILIES)} "
+                "(wildcards allowed; a subject in brackets, e.g. port.state[mlx5_0/1], names one port)"
+            )
+    return errors
+
+
+def run_checks(document, only=(), skip=(), module_class=NodeModule):
+    """Every check of the host whose intent is ``document``, in order: drift per role, then health."""
+    host = document.get("host") or os.uname().nodename
+    roles = document.get("roles") or {}
+    checks, applied = [], {}
+    for role in DRIFT_ROLES:
+        if role not in roles:
+            continue
+        name = f"drift.{role}"
+        if not selected(name, only, skip):
+            checks.append(_check(host, TIER, name, "skipped", f"skipped: {name} is not selected (node_check_skip)"))
+            continue
+        check, result = drift_check(host, role, roles[role], module_class)
+        checks.append(check)
+        applied[role] = result
+    for check in health(host, roles, applied, module_class):
+        if not selected(check["check"], only, skip):
+            check = dict(
+                check, status="skipped", message=f"skipped: not selected (node_check_skip): {check['message']}"
+            )
+        checks.append(check)
+    return checks
+
+
+# --- outputs ---------------------------------------------------------------------------------------------------------
+
+
+def summary(checks):
+    counts = {state: len([c for c in checks if c["status"] == state]) for state in STATES}
+    counts["total"] = len(checks)
+    return counts
+
+
+def reason(checks):
+    """One line for a scheduler: ``<check>: <message>`` of the first failed check (and how many more), or ''."""
+    failed = [c for c in checks if c["status"] == "failed"]
+    if not failed:
+        return ""
+    first = " ".join(str(failed[0]["message"]).split())
+    more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+    return f"{failed[0]['check']}: {first}{more}"
+
+
+def _label(value):
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def metrics(report):
+    """The report as Prometheus text exposition (node_exporter's textfile collector reads it)."""
+    up = 1 if report.get("checks") is not None else 0
+    lines = [
+        "# HELP gpucluster_fabric_check_up Whether the node check could check the node (0: no intent, or its "
+        "configuration is unusable).",
+        "# TYPE gpucluster_fabric_check_up gauge",
+        f"gpucluster_fabric_check_up {up}",
+        "# HELP gpucluster_fabric_check_last_run_timestamp_seconds When the node check last ran (Unix time).",
+        "# TYPE gpucluster_fabric_check_last_run_timestamp_seconds gauge",
+        f"gpucluster_fabric_check_last_run_timestamp_seconds {report['started']:.3f}",
+        "# HELP gpucluster_fabric_check_duration_seconds How long the node check's last run took.",
+        "# TYPE gpucluster_fabric_check_duration_seconds gauge",
+        f"gpucluster_fabric_check_duration_seconds {report['duration_seconds']:.3f}",
+    ]
+    if up:
+        lines += [
+            "# HELP gpucluster_fabric_checks The node check's checks of its last run, by state.",
+            "# TYPE gpucluster_fabric_checks gauge",
+            *(f'gpucluster_fabric_checks{{state="{state}"}} {report["summary"][state]}' for state in STATES),
+            "# HELP gpucluster_fabric_check_state Each check's state in the node check's last run: 1 for the state "
+            "it is in, 0 for the others.",
+            "# TYPE gpucluster_fabric_check_state gauge",
+        ]
+        for check in report["checks"]:
+            for state in STATES:
+                value = 1 if check["status"] == state else 0
+                lines.append(
+                    f'gpucluster_fabric_check_state{{check="{_label(check["check"])}",state="{state}"}} {value}'
+                )
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path, text, mode):
+    """``path`` holds ``text`` (``mode``) or its old content, never a part: a temporary file beside it, renamed."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".gpucluster-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def load_config(path):
+    """The node check's configuration (module node_check writes it): CONFIG_DEFAULTS and what the file says."""
+    config = dict(CONFIG_DEFAULTS)
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            config.update(json.load(handle))
+    return config
+
+
+def check_node(intent_path=intent_file.PATH, config=None, module_class=NodeModule, clock=time.time):
+    """The report of one run: {schema, host, started, duration_seconds, status, reason, summary, checks}."""
+    config = dict(CONFIG_DEFAULTS, **(config or {}))
+    started = clock()
+    report = {"schema": SCHEMA, "host": os.uname().nodename, "started": started}
+    problems = pattern_errors(config["only"], "only") + pattern_errors(config["skip"], "skip")
+    try:
+        with open(intent_path, encoding="utf-8") as handle:
+            document = json.load(handle)
+        problems += intent_file.errors(document)
+    except (OSError, ValueError) as exc:
+        problems.append(f"cannot read the intent {intent_path}: {exc}; run site.yml (gpucluster.fabric.intent)")
+    if problems:
+        report.update(status="error", reason="intent: " + "; ".join(problems), checks=None, summary=None)
+    else:
+        report["host"] = document.get("host") or report["host"]
+        checks = run_checks(document, config["only"], config["skip"], module_class)
+        report.update(checks=checks, summary=summary(checks), reason=reason(checks))
+        report["status"] = "failed" if report["summary"]["failed"] else "passed"
+    report["duration_seconds"] = clock() - started
+    return report
+
+
+def exit_status(report):
+    return {"passed": 0, "failed": 1}.get(report["status"], 2)
+
+
+def main(argv=None):
+    """Command line: gpucluster-fabric-check [--intent PATH] [--config PATH] [--json PATH|-] [--no-metrics]."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="gpucluster-fabric-check", description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--intent", default=intent_file.PATH)
+    parser.add_argument("--config", default=CONFIG_PATH)
+    parser.add_argument("--json", help="write the report here as well ('-': standard output)")
+    parser.add_argument("--no-metrics", action="store_true", help="do not write the textfile metrics or the report")
+    options = parser.parse_args(argv)
+    try:
+        config = load_config(options.config)
+    except (OSError, ValueError) as exc:
+        config, problem = dict(CONFIG_DEFAULTS), f"cannot read {options.config}: {exc}"
+    else:
+        problem = None
+    report = check_node(options.intent, config)
+    if problem:
+        report.update(status="error", reason=f"config: {problem}", checks=None, summary=None)
+    text = json.dumps(report, indent=2, sort_keys=True) + "\n"
+    if not options.no_metrics:
+        write_atomic(config["report"], text, 0o600)
+        if config["textfile_dir"]:
+            write_atomic(os.path.join(config["textfile_dir"], METRICS_FILE), metrics(report), 0o644)
+    if options.json == "-":
+        sys.stdout.write(text)
+    elif options.json:
+        write_atomic(options.json, text, 0o600)
+    line = report["reason"] or f"all {report['summary']['total']} checks passed or skipped"
+    (sys.stderr if options.json == "-" else sys.stdout).write(f"fabric: {report['status']}: {line}\n")
+    return exit_status(report)

@@ -1,0 +1,174 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""Module node_check: put the node check (node_check.py) on the node, with its configuration, a systemd service and
+timer, each file only where it differs, and the timer enabled (or not) as asked.
+
+The code installed is the code this module was shipped with: node_check.py and every module it imports (relative
+imports only: the standard library otherwise), read with ``inspect.getsource``, so the node runs the very rules the
+collection provisions with. Python 3.8 targets.
+"""
+
+import ast
+import inspect
+import json
+import sys
+
+from . import node_check
+from .applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS
+from .applier import Applier
+
+LIBRARY = "/usr/local/lib/gpucluster-fabric"
+PACKAGE = "gpucluster_fabric_check"
+COMMAND = "/usr/local/sbin/gpucluster-fabric-check"
+UNIT = "gpucluster-fabric-check"
+SERVICE_FILE = f"/etc/systemd/system/{UNIT}.service"
+TIMER_FILE = f"/etc/systemd/system/{UNIT}.timer"
+MIN_INTERVAL = 10
+MAX_INTERVAL = 86400
+
+# Module node_check's options (documented in plugins/modules/node_check.py).
+ARGUMENT_SPEC = {
+    **APPLIER_ARGUMENTS,
+    "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
+    "interval": {"type": "int", "default": 300},
+    "timer": {"type": "bool", "default": True},
+    "only": {"type": "list", "elements": "str", "default": []},
+    "skip": {"type": "list", "elements": "str", "default": []},
+    "textfile_dir": {"type": "path", "default": node_check.TEXTFILE_DIR},
+    "report": {"type": "path", "default": node_check.REPORT_PATH},
+}
+
+
+def input_errors(interval, timer, only, skip):
+    """The problems of the node check's settings, each naming the variable and the fix."""
+    errors = []
+    if isinstance(interval, bool) or not isinstance(interval, int) or not MIN_INTERVAL <= interval <= MAX_INTERVAL:
+        errors.append(
+            f"node_check_interval={interval!r} is not a number of seconds from {MIN_INTERVAL} to {MAX_INTERVAL}; "
+            "set how often the timer checks the node, e.g. 300"
+        )
+    if not isinstance(timer, bool):
+        errors.append(f"node_check_timer={timer!r} is not a boolean; set true (check on a timer) or false")
+    for variable, patterns in (("node_check_only", only), ("node_check_skip", skip)):
+        if not isinstance(patterns, (list, tuple)):
+            errors.append(f"{variable}={patterns!r} is not a list of check names; list them, e.g. [port.rate]")
+        else:
+            errors.extend(node_check.pattern_errors(patterns, variable))
+    return errors
+
+
+def package_sources():
+    """{module name: source} of node_check.py and every module it imports, transitively (relative imports)."""
+    package = node_check.__name__.rsplit(".", 1)[0]
+    sources, todo = {}, ["node_check"]
+    while todo:
+        name = todo.pop()
+        if name in sources:
+            continue
+        source = inspect.getsource(sys.modules[f"{package}.{name}"])
+        sources[name] = source
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                todo.extend([node.module.split(".")[0]] if node.module else [alias.name for alias in node.names])
+    return sources
+
+
+def launcher(python):
+    return (
+        f"#!{python}\n"
+        '"""The fabric check of this node (gpucluster.fabric): the intent in /etc/gpucluster/fabric.json against the\n'
+        'live state. Installed by role gpucluster.fabric.node_check; `gpucluster-fabric-check --help`."""\n'
+        "import sys\n\n"
+        f"sys.path.insert(0, {LIBRARY!r})\n"
+        f"from {PACKAGE}.node_check import main  # noqa: E402\n\n"
+        "sys.exit(main())\n"
+    )
+
+
+def service(header):
+    return (
+        f"{header}\n"
+        "[Unit]\n"
+        "Description=gpucluster.fabric node check (the fabric against /etc/gpucluster/fabric.json)\n"
+        "After=network-online.target\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        f"ExecStart={COMMAND}\n"
+        "# 1: a check failed (the metrics and the report say which); the unit fails only when it could not check.\n"
+        "SuccessExitStatus=1\n"
+        "Nice=10\n"
+        "IOSchedulingClass=idle\n"
+    )
+
+
+def timer(header, interval):
+    return (
+        f"{header}\n"
+        "[Unit]\n"
+        "Description=gpucluster.fabric node check, every "
+        f"{interval} s\n\n"
+        "[Timer]\n"
+        f"OnBootSec={interval}\n"
+        f"OnUnitActiveSec={interval}\n"
+        "AccuracySec=1s\n\n"
+        "[Install]\n"
+        "WantedBy=timers.target\n"
+    )
+
+
+def config(params):
+    keys = ("only", "skip", "textfile_dir", "report")
+    return json.dumps({key: params[key] for key in keys}, indent=2, sort_keys=True) + "\n"
+
+
+def run(module):
+    """Module node_check: the code, its configuration and units where they differ; the timer as asked."""
+    params = module.params
+    apply = Applier(module)
+    header = params["header"]
+    apply.refuse(input_errors(params["interval"], params["timer"], params["only"], params["skip"]))
+    result = {"command": COMMAND, "unit": f"{UNIT}.timer"}
+    if params["state"] == "checked":
+        module.exit_json(changed=False, changes=[], **result)
+    apply.directory(LIBRARY)
+    apply.directory(f"{LIBRARY}/{PACKAGE}")
+    wanted = {f"{LIBRARY}/{PACKAGE}/{name}.py": source for name, source in package_sources().items()}
+    wanted[f"{LIBRARY}/{PACKAGE}/__init__.py"] = '"""gpucluster.fabric\'s node check (module node_check)."""\n'
+    for path, source in sorted(wanted.items()):
+        apply.file(path, source)
+    apply.file(COMMAND, launcher(sys.executable), mode=0o755)
+    apply.file(node_check.CONFIG_PATH, config(params), mode=0o600)
+    units_before = len(apply.changes)
+    apply.file(SERVICE_FILE, service(header))
+    apply.file(TIMER_FILE, timer(header, params["interval"]))
+    units_changed = len(apply.changes) > units_before
+    if params["root"] == "/":
+        _timer(module, apply, units_changed, params["timer"])
+    module.exit_json(**apply.report(result, files=sorted(wanted)))
+
+
+def _timer(module, apply, units_changed, wanted):
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl:
+        apply.changes.append({"what": f"{UNIT}.timer", "why": "no systemctl on this host: the timer cannot run"})
+        module.fail_json(
+            msg=f"{UNIT}.timer: no systemctl on this host; set node_check_timer: false", **apply.report({})
+        )
+    if units_changed:
+        apply.changes.append({"what": "systemd", "why": f"daemon-reload, to read {SERVICE_FILE} and {TIMER_FILE}"})
+        if not module.check_mode:
+            module.run_command([systemctl, "daemon-reload"], check_rc=True)
+    enabled = module.run_command([systemctl, "is-enabled", f"{UNIT}.timer"])[0] == 0
+    active = module.run_command([systemctl, "is-active", f"{UNIT}.timer"])[0] == 0
+    if wanted and not (enabled and active):
+        apply.changes.append({"what": f"{UNIT}.timer", "why": "not enabled and started"})
+        if not module.check_mode:
+            module.run_command([systemctl, "enable", "--now", f"{UNIT}.timer"], check_rc=True)
+    elif wanted and units_changed:
+        apply.changes.append({"what": f"{UNIT}.timer", "why": "restarted, to follow the new interval"})
+        if not module.check_mode:
+            module.run_command([systemctl, "restart", f"{UNIT}.timer"], check_rc=True)
+    elif not wanted and (enabled or active):
+        apply.changes.append({"what": f"{UNIT}.timer", "why": "node_check_timer is false"})
+        if not module.check_mode:
+            module.run_command([systemctl, "disable", "--now", f"{UNIT}.timer"], check_rc=True)
