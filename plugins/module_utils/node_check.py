@@ -19,6 +19,7 @@ imports only: standard library, Python 3.8 and later) on the node; the systemd t
 import fnmatch
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -64,7 +65,16 @@ FAMILIES = (
 )
 # What the node check reads with: ``sminfo`` under this timeout (seconds), never a wait for ports to settle.
 SM_QUERY_TIMEOUT = 5
-CONFIG_DEFAULTS = {"textfile_dir": TEXTFILE_DIR, "report": REPORT_PATH, "only": [], "skip": []}
+CONFIG_DEFAULTS = {
+    "textfile_dir": TEXTFILE_DIR,
+    "report": REPORT_PATH,
+    "only": [],
+    "skip": [],
+    # Drain the node in Slurm when a check fails, resume it when its checks pass again (slurm_decision).
+    "slurm": False,
+    "slurm_node": "",  # the node's name in Slurm: the short host name unless set
+}
+LOCK_PATH = "/run/gpucluster-fabric-check.lock"
 
 
 # --- the stand-in for AnsibleModule ----------------------------------------------------------------------------------
@@ -338,6 +348,76 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule):
     return checks
 
 
+# --- Slurm: drain a node whose fabric fails, resume only the nodes it drained ------------------------------------
+
+SLURM_REASON_PREFIX = "fabric: "
+SLURM_REASON_LENGTH = 200
+
+
+def parse_scontrol_node(text):
+    """{state, reason} of ``scontrol -o show node <name>`` (one line); reason without its ``[user@time]`` stamp."""
+    state = re.search(r"(?:^|\s)State=(\S+)", text)
+    reason = re.search(r"(?:^|\s)Reason=(.*?)(?:\s\[[^\]]*@[^\]]*\])?\s*$", text.strip())
+    return {"state": state.group(1) if state else "", "reason": reason.group(1).strip() if reason else ""}
+
+
+def slurm_reason(report):
+    """``fabric: <check>: <detail>``, cut to SLURM_REASON_LENGTH characters."""
+    text = SLURM_REASON_PREFIX + " ".join(str(report["reason"]).split())
+    return text if len(text) <= SLURM_REASON_LENGTH else text[: SLURM_REASON_LENGTH - 3] + "..."
+
+
+def slurm_decision(node, report):
+    """(action, reason, why): what the node check does to Slurm's node ``node`` ({state, reason}) after ``report``.
+
+    action is ``drain`` (with the reason), ``resume`` or None. A failed check drains the node, or updates the reason
+    of a drain of its own; a passing node is resumed only from a drain of its own (its reason starts with
+    ``fabric: ``). A node drained for any other reason (an operator, another health check) is never touched, and
+    neither is a node when the check could not run."""
+    flags = set(node["state"].upper().split("+"))
+    drained = bool(flags & {"DRAIN", "DRAINED", "DRAINING"})
+    ours = node["reason"].startswith(SLURM_REASON_PREFIX)
+    if report["status"] == "failed":
+        reason = slurm_reason(report)
+        if not drained:
+            return "drain", reason, "a check failed"
+        if ours and node["reason"] != reason:
+            return "drain", reason, "a check failed, for another reason than the drain says"
+        if ours:
+            return None, None, "drained already, for this reason"
+        return None, None, f"drained by someone else ({node['reason'] or 'no reason'}): left as it is"
+    if report["status"] == "passed" and drained and ours:
+        return "resume", None, "every check passes again"
+    if report["status"] not in ("passed", "failed"):
+        return None, None, "the check could not run: Slurm is left as it is"
+    return None, None, "nothing to do"
+
+
+def slurm_act(module, node_name, report):
+    """Read the node's state with scontrol, decide (slurm_decision) and act; {node, state, action, why}. Before
+    slurmd has registered the node (scontrol does not know it, or no controller answers) nothing is done."""
+    scontrol = module.get_bin_path("scontrol")
+    if not scontrol:
+        return {"node": node_name, "action": None, "why": "scontrol not found: Slurm is not installed here"}
+    rc, out, err = module.run_command([scontrol, "-o", "show", "node", node_name])
+    if rc != 0 or "NodeName=" not in out:
+        detail = " ".join((err or out).split()) or f"rc {rc}"
+        return {"node": node_name, "action": None, "why": f"Slurm does not know the node yet ({detail}): left alone"}
+    node = parse_scontrol_node(out)
+    action, reason, why = slurm_decision(node, report)
+    outcome = {"node": node_name, "state": node["state"], "reason": node["reason"], "action": action, "why": why}
+    if action == "drain":
+        argv = [scontrol, "update", f"nodename={node_name}", "state=drain", f"reason={reason}"]
+    elif action == "resume":
+        argv = [scontrol, "update", f"nodename={node_name}", "state=resume"]
+    else:
+        return outcome
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        outcome["error"] = " ".join((err or out).split()) or f"scontrol exited {rc}"
+    return outcome
+
+
 # --- outputs ---------------------------------------------------------------------------------------------------------
 
 
@@ -446,8 +526,27 @@ def exit_status(report):
     return {"passed": 0, "failed": 1}.get(report["status"], 2)
 
 
+def _locked(path, seconds=60):
+    """An open file holding an exclusive lock on ``path`` (the timer and Slurm may start a run at once: one waits for
+    the other), or None when the lock cannot be had within ``seconds``."""
+    import fcntl
+
+    handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held until the run ends
+    deadline = time.time() + seconds
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except OSError:
+            if time.time() > deadline:
+                handle.close()
+                return None
+            time.sleep(0.2)
+
+
 def main(argv=None):
-    """Command line: gpucluster-fabric-check [--intent PATH] [--config PATH] [--json PATH|-] [--no-metrics]."""
+    """Command line: gpucluster-fabric-check [--intent PATH] [--config PATH] [--json PATH|-] [--no-metrics]
+    [--no-slurm]. Slurm runs it as HealthCheckProgram (no arguments), and so does the timer."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="gpucluster-fabric-check", description=__doc__.split("\n\n", 1)[0])
@@ -455,6 +554,8 @@ def main(argv=None):
     parser.add_argument("--config", default=CONFIG_PATH)
     parser.add_argument("--json", help="write the report here as well ('-': standard output)")
     parser.add_argument("--no-metrics", action="store_true", help="do not write the textfile metrics or the report")
+    parser.add_argument("--no-slurm", action="store_true", help="do not drain or resume the node in Slurm")
+    parser.add_argument("--lock", default=LOCK_PATH, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     try:
         config = load_config(options.config)
@@ -462,18 +563,31 @@ def main(argv=None):
         config, problem = dict(CONFIG_DEFAULTS), f"cannot read {options.config}: {exc}"
     else:
         problem = None
-    report = check_node(options.intent, config)
-    if problem:
-        report.update(status="error", reason=f"config: {problem}", checks=None, summary=None)
-    text = json.dumps(report, indent=2, sort_keys=True) + "\n"
-    if not options.no_metrics:
-        write_atomic(config["report"], text, 0o600)
-        if config["textfile_dir"]:
-            write_atomic(os.path.join(config["textfile_dir"], METRICS_FILE), metrics(report), 0o644)
+    lock = _locked(options.lock)
+    if lock is None:
+        sys.stderr.write(f"fabric: error: another run holds {options.lock}\n")
+        return 2
+    with lock:
+        report = check_node(options.intent, config)
+        if problem:
+            report.update(status="error", reason=f"config: {problem}", checks=None, summary=None)
+        if config["slurm"] and not options.no_slurm:
+            node = config["slurm_node"] or os.uname().nodename.split(".", 1)[0]
+            report["slurm"] = slurm_act(NodeModule({}), node, report)
+        text = json.dumps(report, indent=2, sort_keys=True) + "\n"
+        if not options.no_metrics:
+            write_atomic(config["report"], text, 0o600)
+            if config["textfile_dir"]:
+                write_atomic(os.path.join(config["textfile_dir"], METRICS_FILE), metrics(report), 0o644)
     if options.json == "-":
         sys.stdout.write(text)
     elif options.json:
         write_atomic(options.json, text, 0o600)
     line = report["reason"] or f"all {report['summary']['total']} checks passed or skipped"
+    slurm = report.get("slurm")
+    if slurm and slurm.get("action"):
+        line += f"; Slurm: {slurm['action']} {slurm['node']}" + (
+            f" failed: {slurm['error']}" if "error" in slurm else ""
+        )
     (sys.stderr if options.json == "-" else sys.stdout).write(f"fabric: {report['status']}: {line}\n")
     return exit_status(report)

@@ -36,6 +36,8 @@ ARGUMENT_SPEC = {
     "skip": {"type": "list", "elements": "str", "default": []},
     "textfile_dir": {"type": "path", "default": node_check.TEXTFILE_DIR},
     "report": {"type": "path", "default": node_check.REPORT_PATH},
+    "slurm": {"type": "bool", "default": False},
+    "slurm_node": {"type": "str", "default": ""},
 }
 
 
@@ -117,7 +119,7 @@ def timer(header, interval):
 
 
 def config(params):
-    keys = ("only", "skip", "textfile_dir", "report")
+    keys = ("only", "skip", "textfile_dir", "report", "slurm", "slurm_node")
     return json.dumps({key: params[key] for key in keys}, indent=2, sort_keys=True) + "\n"
 
 

@@ -54,6 +54,19 @@ options:
     description: Where each run's JSON report is written (mode C(0600)).
     type: path
     default: /var/lib/gpucluster/fabric-check.json
+  slurm:
+    description:
+      - >-
+        Drain the node in Slurm (C(scontrol update state=drain reason="fabric: <check>: <detail>")) when a check
+        fails, and resume it when every check passes again - only a drain of its own, never one an operator or another
+        check made; nothing while Slurm does not know the node yet. Slurm runs the check as C(HealthCheckProgram), the
+        timer too (docs/health.md).
+    type: bool
+    default: false
+  slurm_node:
+    description: The node's name in Slurm; empty means the host's short name.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""

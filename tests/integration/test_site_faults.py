@@ -12,9 +12,10 @@ from two side_effect steps of its test sequence (molecule/site/faults.yml):
      configured stay ACTIVE;
   3. an unreachable node does not stop the others and is reported (recap and validation report); on the converged
      lab this run is also the scenario's no-op re-run: nothing may change on the hosts it reaches;
-  4. the node check (role node_check, on a timer every node_check_interval seconds) shows a fault in the node's
-     metrics, scraped from its node_exporter, within one interval, and its repair the same way: the fabric MTU set
-     with `ip link`, nccl.conf edited;
+  4. the node check (role node_check, on a timer every node_check_interval seconds, and Slurm's HealthCheckProgram)
+     shows a fault in the node's metrics, scraped from its node_exporter, and Slurm drains the node with the check in
+     its reason (`sinfo -R`), within one interval; the repair resumes it the same way: the fabric MTU set with
+     `ip link`, nccl.conf edited. A node an operator drained stays drained, with the operator's reason;
   5. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
      starts an NCCL change; only that port: the controller's SSH sessions come from the same address)
      fails clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
@@ -298,10 +299,43 @@ def _wait_for_checks(host, wanted, after):
         time.sleep(1)
 
 
+def _slurm_node(node):
+    """{state, reason} of the node as Slurm's controller (on the subnet manager) has it."""
+    out = _podman("exec", SMS[0], "scontrol", "-o", "show", "node", node).stdout
+    state = re.search(r"(?:^|\s)State=(\S+)", out)
+    reason = re.search(r"(?:^|\s)Reason=(.*?)(?:\s\[[^\]]*\])?\s*$", out.strip())
+    return {"state": state.group(1) if state else "", "reason": reason.group(1) if reason else ""}
+
+
+def _drained_reasons():
+    """{node: reason} of `sinfo -R`, as an operator reads it."""
+    out = _podman("exec", SMS[0], "sinfo", "-R", "-h", "-o", "%n|%E").stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+
+def _wait_for_slurm(node, drained, after):
+    """Until Slurm has ``node`` drained by the node check (``drained``) or not drained; one interval and the run's
+    own time. Returns the seconds it took."""
+    deadline = after + _node_check_interval() + 15
+    while True:
+        reason = _drained_reasons().get(node)
+        if (reason or "").startswith("fabric: ") if drained else reason is None:
+            return time.time() - after, reason
+        assert time.time() < deadline, (
+            f"{node}: Slurm has {_slurm_node(node)}, not {'drained' if drained else 'resumed'}"
+        )
+        time.sleep(1)
+
+
 def test_node_check_shows_a_fault_and_its_repair_within_one_interval(lab):
-    """Each fault on a converged GPU node, read the way Prometheus reads it: the node's own check (its timer) puts
-    the failed check in the metrics node_exporter serves within one interval, and the repaired state the same way."""
+    """Each fault on a converged GPU node, read the way Prometheus and an operator read it: the node's own check puts
+    the failed check in the metrics node_exporter serves, and Slurm drains the node with the check as its reason,
+    within one interval; the repair shows the same way and resumes the node."""
     node = GPUS[0]
+    deadline = time.time() + 120
+    while "IDLE" not in _slurm_node(node)["state"]:  # slurmd registered, and the node is in service
+        assert time.time() < deadline, f"{node} not idle in Slurm: {_slurm_node(node)}"
+        time.sleep(2)
     faults = [
         (
             "fabric MTU set by hand",
@@ -323,11 +357,36 @@ def test_node_check_shows_a_fault_and_its_repair_within_one_interval(lab):
         _wait_for_checks(node, passing, time.time() - interval)  # the timer runs it, and the node is as intended
         _podman("exec", node, "sh", "-c", breaks)
         try:
-            took[name] = _wait_for_checks(node, failing, time.time())
+            started = time.time()
+            took[name] = _wait_for_checks(node, failing, started)
+            took[f"{name}, drained"], reason = _wait_for_slurm(node, True, started)
+            assert any(f"fabric: {check}" in reason for check in failing), reason
         finally:
             _podman("exec", node, "sh", "-c", repairs)
-        took[f"{name}, repaired"] = _wait_for_checks(node, passing, time.time())
-    print(f"node check (interval {interval} s): seconds from each change to the metrics showing it: {took}")
+        started = time.time()
+        took[f"{name}, repaired"] = _wait_for_checks(node, passing, started)
+        took[f"{name}, resumed"], _reason = _wait_for_slurm(node, False, started)
+        assert "DRAIN" not in _slurm_node(node)["state"]
+    print(f"node check (interval {interval} s): seconds from each change to what shows it: {took}")
+
+
+def test_node_check_leaves_an_operators_drain_alone(lab):
+    """A node an operator drained stays drained with the operator's reason, whether its checks pass or fail."""
+    node = GPUS[1]
+    reason = "operator: disk replacement"
+    _podman("exec", SMS[0], "scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
+    try:
+        for breaks in (None, "ip link set eth1 mtu 1500"):
+            if breaks:
+                _podman("exec", node, "sh", "-c", breaks)
+            try:
+                _wait_for_checks(node, {"interface.mtu[eth1]": "failed" if breaks else "passed"}, time.time())
+                time.sleep(_node_check_interval() + 2)  # and Slurm's own health check, once more
+                assert _drained_reasons().get(node) == reason, _slurm_node(node)
+            finally:
+                _podman("exec", node, "ip", "link", "set", "eth1", "mtu", "4200")
+    finally:
+        _podman("exec", SMS[0], "scontrol", "update", f"nodename={node}", "state=resume")
 
 
 def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):

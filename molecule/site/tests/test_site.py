@@ -191,17 +191,37 @@ def test_intent_on_the_node_root_only_and_without_keys(name):
     variables = _vars(name)
     if name in GPU_NODES:
         roles = {"rdma_core", "rdma_modules", "cuda_repo", "nccl", "fabric_interfaces", "roce_qos", "fabric_validate"}
-        assert roles == set(intent["roles"])
+        assert roles | {"node_check"} == set(intent["roles"])
         assert intent["roles"]["nccl"]["nccl_version"] == "2.21.5"
         (eth1,) = [i for i in intent["roles"]["fabric_interfaces"]["interfaces"] if i["name"] == "eth1"]
         assert eth1["mtu"] == 4200
     else:
-        assert set(intent["roles"]) == {"opensm"}
+        assert set(intent["roles"]) == {"opensm", "node_check"}
         assert intent["roles"]["opensm"]["opensm_partitions"][0]["pkey"] == "0x0101"
         for key in ("opensm_m_key", "opensm_sm_key", "opensm_sa_key"):
             assert key not in intent["roles"]["opensm"]
             value = str(variables.get(key) or "")
             assert not value or value[2:].lstrip("0") not in intent_file.content_string, key
+
+
+@pytest.mark.parametrize("name", [*GPU_NODES, *SUBNET_MANAGERS])
+def test_node_check_passes_on_the_converged_node_and_is_scraped(name):
+    """The node's own check (role node_check) judges the converged node as intended, runs on its timer, and its
+    metrics are in what node_exporter serves."""
+    host = _host(name)
+    assert host.service("gpucluster-fabric-check.timer").is_enabled
+    assert host.service("gpucluster-fabric-check.timer").is_running
+    run = host.run("gpucluster-fabric-check --json - --no-metrics --no-slurm")
+    report = json.loads(run.stdout)
+    assert run.rc == 0 and report["status"] == "passed", report["reason"]
+    names = {check["check"] for check in report["checks"]}
+    if name in GPU_NODES:
+        assert {"drift.nccl", "drift.fabric_interfaces", "interface.mtu[eth1]", "port.state[ibsim0/1]"} <= names
+    metrics = host.check_output(
+        "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:9100/metrics').read().decode())\""
+    )
+    assert "gpucluster_fabric_check_up 1" in metrics
+    assert 'gpucluster_fabric_checks{state="failed"} 0' in metrics
 
 
 def _latest_run():

@@ -58,6 +58,14 @@ printf '%s\n' 'HostKey /etc/ssh/ssh_host_ed25519_key' 'PermitRootLogin prohibit-
   >"$rootfs/etc/ssh/sshd_config.d/gpucluster-lab.conf"
 printf '[Unit]\nConditionPathExists=/etc/ssh/ssh_host_ed25519_key\n' \
   >"$rootfs/etc/systemd/system/ssh.service.d/gpucluster-lab.conf"
+# munge and Slurm: no key baked into the image (every container would share it); each starts only once lab_up.yml has
+# written the lab's key and slurm.conf.
+rm -f "$rootfs/etc/munge/munge.key"
+for unit in munge:/etc/munge/munge.key slurmd:/etc/slurm/slurm.conf slurmctld:/etc/slurm/slurm.conf; do
+  mkdir -p "$rootfs/etc/systemd/system/${unit%%:*}.service.d"
+  printf '[Unit]\nConditionPathExists=%s\n' "${unit#*:}" \
+    >"$rootfs/etc/systemd/system/${unit%%:*}.service.d/gpucluster-lab.conf"
+done
 rm -rf "$rootfs/var/lib/apt/lists/"* "$rootfs/var/cache/apt/archives/"*.deb
 : >"$rootfs/etc/machine-id"
 

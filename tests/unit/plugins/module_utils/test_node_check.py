@@ -161,7 +161,7 @@ def test_the_command_writes_report_and_metrics(tmp_path):
     intent.write_text(json.dumps(_rdma_modules_intent(tmp_path)))
     config = tmp_path / "check.json"
     config.write_text(json.dumps({"textfile_dir": str(tmp_path / "tf"), "report": str(tmp_path / "r.json")}))
-    status = node_check.main(["--intent", str(intent), "--config", str(config)])
+    status = node_check.main(["--intent", str(intent), "--config", str(config), "--lock", str(tmp_path / "lock")])
     report = json.loads((tmp_path / "r.json").read_text())
     assert status == 1 and report["status"] == "failed"
     assert report["reason"].startswith("drift.rdma_modules: rdma_modules differs from the intent")
@@ -196,3 +196,101 @@ def test_the_installed_package_runs_on_the_standard_library_alone(tmp_path, pyth
     assert run.returncode == 2, run.stderr
     assert json.loads(run.stdout)["reason"].startswith("intent: cannot read the intent")
     assert "ansible" not in install.package_sources()["node_check"].split('"""', 2)[2].split("def ", 1)[0]
+
+
+# `scontrol -o show node` lines (Slurm 22.05's layout; the lab's fault tests read the real one).
+IDLE = (
+    "NodeName=gpu-01 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUEfctv=1 CPUTot=1 CPULoad=0.12 AvailableFeatures=(null) "
+    "ActiveFeatures=(null) Gres=(null) NodeAddr=10.0.0.11 NodeHostName=gpu-01 Version=22.05.8 OS=Linux 6.1.0 "
+    "RealMemory=1 AllocMem=0 FreeMem=15000 Sockets=1 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 "
+    "Owner=N/A MCS_label=N/A Partitions=gpu BootTime=2026-12-06T06:00:00 SlurmdStartTime=2026-12-06T06:01:00 "
+    "LastBusyTime=2026-12-06T06:01:00 CfgTRES=cpu=1,mem=1M,billing=1 AllocTRES= CapWatts=n/a CurrentWatts=0 "
+    "AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s"
+)
+
+
+def _drained(reason, state="IDLE+DRAIN"):
+    return IDLE.replace("State=IDLE ", f"State={state} ") + f" Reason={reason} [root@2026-12-06T06:02:00]"
+
+
+def test_scontrol_lines_give_state_and_reason_without_the_stamp():
+    assert node_check.parse_scontrol_node(IDLE) == {"state": "IDLE", "reason": ""}
+    line = _drained("fabric: drift.nccl: nccl differs [x]")
+    assert node_check.parse_scontrol_node(line) == {
+        "state": "IDLE+DRAIN",
+        "reason": "fabric: drift.nccl: nccl differs [x]",
+    }
+    assert node_check.parse_scontrol_node(_drained("maintenance", "MIXED+DRAIN"))["state"] == "MIXED+DRAIN"
+
+
+FAILED = {"status": "failed", "reason": "interface.mtu[eth1]: interface eth1 MTU 1500, expected 4092"}
+PASSED = {"status": "passed", "reason": ""}
+
+
+def _decide(line, report):
+    return node_check.slurm_decision(node_check.parse_scontrol_node(line), report)[:2]
+
+
+def test_a_failing_node_is_drained_with_the_check_and_its_detail():
+    assert _decide(IDLE, FAILED) == ("drain", "fabric: interface.mtu[eth1]: interface eth1 MTU 1500, expected 4092")
+    long = dict(FAILED, reason="x" * 500)
+    assert len(_decide(IDLE, long)[1]) == node_check.SLURM_REASON_LENGTH
+
+
+def test_only_its_own_drain_is_resumed_or_changed():
+    ours = _drained("fabric: interface.mtu[eth1]: interface eth1 MTU 1500, expected 4092")
+    assert _decide(ours, PASSED) == ("resume", None)
+    assert _decide(ours, FAILED) == (None, None)  # drained already, for this reason
+    assert _decide(ours, {"status": "failed", "reason": "drift.nccl: differs"}) == (
+        "drain",
+        "fabric: drift.nccl: differs",
+    )
+    operator = _drained("disk replacement, ticket 42")
+    assert _decide(operator, PASSED) == (None, None)
+    assert _decide(operator, FAILED) == (None, None)
+    assert _decide(_drained("fabric: x", "DOWN+DRAIN"), PASSED) == ("resume", None)
+
+
+def test_nothing_happens_when_the_check_could_not_run_or_all_is_well():
+    assert _decide(IDLE, PASSED) == (None, None)
+    assert _decide(_drained("fabric: x"), {"status": "error", "reason": "intent: cannot read"}) == (None, None)
+    assert _decide(IDLE, {"status": "error", "reason": "intent: cannot read"}) == (None, None)
+
+
+class _Scontrol(node_check.NodeModule):
+    """The command runner, with scontrol answered from a script: [(rc, out, err)] in order; calls recorded."""
+
+    def __init__(self, answers):
+        super().__init__({})
+        self.answers, self.calls = list(answers), []
+
+    @staticmethod
+    def get_bin_path(arg, required=False, opt_dirs=None):
+        return f"/usr/bin/{arg}"
+
+    def run_command(self, args, **_kwargs):
+        self.calls.append(args)
+        return self.answers.pop(0)
+
+
+def test_before_slurmd_registers_the_node_is_left_alone():
+    module = _Scontrol([(1, "", "Node gpu-01 not found\n")])
+    outcome = node_check.slurm_act(module, "gpu-01", FAILED)
+    assert outcome["action"] is None and "Slurm does not know the node yet (Node gpu-01 not found)" in outcome["why"]
+    assert module.calls == [["/usr/bin/scontrol", "-o", "show", "node", "gpu-01"]]
+
+
+def test_drain_and_resume_are_scontrol_updates():
+    module = _Scontrol([(0, IDLE, ""), (0, "", "")])
+    assert node_check.slurm_act(module, "gpu-01", FAILED)["action"] == "drain"
+    assert module.calls[1] == [
+        "/usr/bin/scontrol",
+        "update",
+        "nodename=gpu-01",
+        "state=drain",
+        "reason=fabric: interface.mtu[eth1]: interface eth1 MTU 1500, expected 4092",
+    ]
+    module = _Scontrol([(0, _drained("fabric: x"), ""), (1, "", "slurm_update error: Invalid node state\n")])
+    outcome = node_check.slurm_act(module, "gpu-01", PASSED)
+    assert outcome["action"] == "resume" and outcome["error"] == "slurm_update error: Invalid node state"
+    assert module.calls[1] == ["/usr/bin/scontrol", "update", "nodename=gpu-01", "state=resume"]
