@@ -9,6 +9,7 @@ module would), heatmap.png (every host x every check) and plot.png (the bandwidt
 thresholds, only when something was measured). Without matplotlib the figures are left out and the report says why.
 """
 
+import json
 import os
 import tempfile
 
@@ -46,6 +47,9 @@ def host_records(names, hostvars):
     records = {}
     for name in names:
         variables = hostvars[name]
+        if "__fabric_validate_node_check" in variables:  # the fleet check (tasks/check.yml)
+            records[name] = node_check_record(variables["__fabric_validate_node_check"])
+            continue
         kept = variables.get("__fabric_validate_host")
         if kept is not None:
             records[name] = kept
@@ -55,6 +59,18 @@ def host_records(names, hostvars):
             raise AnsibleActionFail(f"fabric_validate_report: {name} has no record of what was read (collect.yml)")
         records[name] = host_record(collected, lambda variables=variables: _sminfo_results(variables))
     return records
+
+
+def node_check_record(result):
+    """A host's record from its node check's registered command result: {node_check: {report, error}, versions}; the
+    versions it read are compared across the fleet like the health tier's."""
+    try:
+        report = json.loads(result.get("stdout") or "")
+    except ValueError:
+        report = None
+    error = None if isinstance(report, dict) else " ".join(str(result.get("msg") or result.get("stderr") or "").split())
+    versions = (report or {}).get("versions") if isinstance(report, dict) else None
+    return {"node_check": {"report": report, "error": error or f"rc {result.get('rc')}"}, "versions": versions}
 
 
 def _sminfo_results(variables):
@@ -109,6 +125,8 @@ def figures_plan(series, matplotlib_present):
         files.append("plot.png")
     else:
         note = "no bandwidth plot: nothing was measured (no RDMA or NCCL tier ran, or every measurement was skipped)"
+    if series.get("left_out"):  # one-rank runs: shown as text, not drawn
+        note = "; ".join([*([note] if note else []), *series["left_out"]])
     return {"files": files, "note": note}
 
 

@@ -1309,6 +1309,21 @@ def fleet_version_checks(hosts):
     return checks
 
 
+def node_check_records(host, data):
+    """The health checks of one host from its own node check (``gpucluster-fabric-check --json -``, which the fleet
+    check runs once per node): the check records it wrote, under this host's name. A node whose check could not run
+    (not installed, no intent) gets one failed ``node_check`` check saying why."""
+    report = data.get("report")
+    if isinstance(report, dict) and isinstance(report.get("checks"), list):
+        return [dict(check, host=host) for check in report["checks"]]
+    why = (report or {}).get("reason") if isinstance(report, dict) else data.get("error")
+    message = (
+        f"the node check could not check {host}: {why or 'no report'}; run site.yml, which writes the host's intent "
+        "and installs the check (role node_check)"
+    )
+    return [_check(host, "health", "node_check", "failed", message)]
+
+
 def evaluate(hosts, config):
     """All checks for the selected tiers. ``hosts``: {host: collected data}; ``config``: tiers, thresholds,
     references, expected, rdma_device, unreached (hosts of the play that were not validated: unreachable, or failed
@@ -1328,7 +1343,9 @@ def evaluate(hosts, config):
         )
     for host in sorted(hosts):
         data = hosts[host] or {}
-        if "health" in tiers:
+        if "health" in tiers and "node_check" in data:  # the fleet check: what the node judged itself
+            checks.extend(node_check_records(host, data["node_check"]))
+        elif "health" in tiers:
             checks.extend(health_checks(host, data, config.get("expected") or {}))
         if "rdma" in tiers:
             checks.extend(
@@ -1378,19 +1395,26 @@ def nccl_side_by_side(hosts):
 
 
 def plot_series(hosts, checks=None):
-    """Data for the report plot: NCCL busbw (and algbw) by message size per host, RDMA bandwidth per host.
+    """Data for the report plot: NCCL busbw (and algbw) by message size per host, RDMA bandwidth per host; a run of
+    one rank is left out (``left_out``, with why).
 
     With ``checks`` (the judged checks) also ``thresholds``: ``nccl`` {host: GB/s} and ``rdma`` {host: {peer: Gb/s}},
     the limits the verdicts used, for drawing next to the measurements.
     """
     nccl = {}
     rdma = {}
+    left_out = []  # runs not drawn, each with why
     labels = {}  # (host, tool) -> series name: the host, or "host (tool)" where several benchmarks ran on it
     for host, data in sorted((hosts or {}).items()):
         runs = [r for r in nccl_runs(data or {}) if r.get("output")]
         for run in runs:
             parsed = parse_nccl_tests(run["output"])
             label = host if len(runs) == 1 else f"{host} ({run['tool']})"
+            if parsed["nranks"] is not None and parsed["nranks"] < 2:
+                # One rank reduces with nobody: the benchmark times a copy or nothing, and its algbw (1.07 million
+                # GB/s at 16 GiB on one H200) would flatten every other line of the plot.
+                left_out.append(f"{label}: {parsed['nranks']} rank, no data moves between GPUs: not drawn")
+                continue
             labels[(host, run["tool"])] = label
             nccl[label] = [
                 {
@@ -1404,7 +1428,7 @@ def plot_series(hosts, checks=None):
             summary = summarize_perftest_run(run)
             if summary.get("ok") and summary.get("kind") == "bw":
                 rdma.setdefault(host, []).append({"peer": run.get("peer"), "bw_avg_gbps": summary["bw_avg_gbps"]})
-    series = {"nccl": nccl, "rdma": rdma}
+    series = {"nccl": nccl, "rdma": rdma, "left_out": left_out}
     if checks is not None:
         limits = {"nccl": {}, "rdma": {}}
         for check in checks:

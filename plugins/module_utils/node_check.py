@@ -75,6 +75,9 @@ CONFIG_DEFAULTS = {
     "slurm_node": "",  # the node's name in Slurm: the short host name unless set
 }
 LOCK_PATH = "/run/gpucluster-fabric-check.lock"
+# Where commands are found whatever PATH the caller gave: slurmd runs HealthCheckProgram with an environment of its
+# own, and systemd with its default one.
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
 # --- the stand-in for AnsibleModule ----------------------------------------------------------------------------------
@@ -117,13 +120,7 @@ class NodeModule:
 
     @staticmethod
     def get_bin_path(arg, required=False, opt_dirs=None):
-        dirs = [
-            *(opt_dirs or []),
-            *os.environ.get("PATH", "").split(os.pathsep),
-            "/usr/local/sbin",
-            "/usr/sbin",
-            "/sbin",
-        ]
+        dirs = [*(opt_dirs or []), *os.environ.get("PATH", "").split(os.pathsep), *SYSTEM_PATH]
         found = shutil.which(arg, path=os.pathsep.join(d for d in dirs if d))
         if found is None and required:
             raise Exit({"failed": True, "msg": f"{arg} not found on the node"})
@@ -270,22 +267,26 @@ def _collect_params(host, roles):
         "sm_query": validate.get("sm_query_host") in (None, "", host),
         "sm_query_environment": validate.get("sm_query_environment") or {},
         "sm_query_timeout": SM_QUERY_TIMEOUT,
+        # Read for the fleet report, which compares them across nodes (fleet.version[...]).
+        "packages": list(validate.get("fleet_packages") or []),
     }
     return params_for(COLLECT_SPEC, args)
 
 
 def health(host, roles, applied, module_class=NodeModule):
-    """The health tier's checks of this host (fabric_checks.health_checks), on what is read here; ``applied``: the
-    appliers' results of the drift checks ({role: result}), whose GPUDirect decision the health tier judges."""
+    """(checks, versions): the health tier's checks of this host (fabric_checks.health_checks), on what is read here,
+    and the software versions read (what the fleet report compares across nodes); ``applied``: the appliers' results
+    of the drift checks ({role: result}), whose GPUDirect decision the health tier judges."""
     validate = roles.get("fabric_validate") or {}
     params = _collect_params(host, roles)
     module = module_class(params)
     try:
         collected = collect(module, params)
     except CollectError as exc:
-        return [_check(host, TIER, "rdma.device", "failed", f"cannot read the host's fabric: {exc}")]
+        return [_check(host, TIER, "rdma.device", "failed", f"cannot read the host's fabric: {exc}")], None
     except Exit as done:
-        return [_check(host, TIER, "rdma.device", "failed", f"cannot read the host's fabric: {done.result.get('msg')}")]
+        message = f"cannot read the host's fabric: {done.result.get('msg')}"
+        return [_check(host, TIER, "rdma.device", "failed", message)], None
     gpudirect = (applied.get("rdma_modules") or {}).get("gpudirect")
     qos = roles.get("roce_qos") or {}
     inputs = {
@@ -297,7 +298,7 @@ def health(host, roles, applied, module_class=NodeModule):
     # Not asked here (the inventory asks from another host): each InfiniBand port's sm.master is skipped, saying so.
     record = with_sm(collected_record(collected, inputs), collected.get("sminfo") or [], host)
     expected = {"rate_gbps": validate.get("expected_rate_gbps"), "active_mtu": validate.get("expected_active_mtu")}
-    return health_checks(host, record, expected)
+    return health_checks(host, record, expected), collected["versions"]
 
 
 def selected(name, only, skip):
@@ -325,7 +326,8 @@ def pattern_errors(patterns, variable):
 
 
 def run_checks(document, only=(), skip=(), module_class=NodeModule):
-    """Every check of the host whose intent is ``document``, in order: drift per role, then health."""
+    """(checks, versions): every check of the host whose intent is ``document``, in order (drift per role, then
+    health), and the software versions read."""
     host = document.get("host") or os.uname().nodename
     roles = document.get("roles") or {}
     checks, applied = [], {}
@@ -339,13 +341,14 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule):
         check, result = drift_check(host, role, roles[role], module_class)
         checks.append(check)
         applied[role] = result
-    for check in health(host, roles, applied, module_class):
+    judged, versions = health(host, roles, applied, module_class)
+    for check in judged:
         if not selected(check["check"], only, skip):
             check = dict(
                 check, status="skipped", message=f"skipped: not selected (node_check_skip): {check['message']}"
             )
         checks.append(check)
-    return checks
+    return checks, versions
 
 
 # --- Slurm: drain a node whose fabric fails, resume only the nodes it drained ------------------------------------
@@ -515,7 +518,8 @@ def check_node(intent_path=intent_file.PATH, config=None, module_class=NodeModul
         report.update(status="error", reason="intent: " + "; ".join(problems), checks=None, summary=None)
     else:
         report["host"] = document.get("host") or report["host"]
-        checks = run_checks(document, config["only"], config["skip"], module_class)
+        checks, versions = run_checks(document, config["only"], config["skip"], module_class)
+        report["versions"] = versions
         report.update(checks=checks, summary=summary(checks), reason=reason(checks))
         report["status"] = "failed" if report["summary"]["failed"] else "passed"
     report["duration_seconds"] = clock() - started
@@ -557,6 +561,8 @@ def main(argv=None):
     parser.add_argument("--no-slurm", action="store_true", help="do not drain or resume the node in Slurm")
     parser.add_argument("--lock", default=LOCK_PATH, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    os.environ["PATH"] = os.pathsep.join([*path, *(d for d in SYSTEM_PATH if d not in path)])
     try:
         config = load_config(options.config)
     except (OSError, ValueError) as exc:

@@ -189,6 +189,7 @@ INTENT_VARS = {
             "max_nic_distance": "fabric_validate_max_nic_distance",
             "sm_query_host": "fabric_validate_sm_query_host",
             "sm_query_environment": "fabric_validate_sm_query_environment",
+            "fleet_packages": "fabric_validate_fleet_packages",
         },
         (),
     ),

@@ -7,8 +7,9 @@ management address (lab_mgmt_address) and its lab name `bench` (group_vars is in
 linked: the fabric network gpucluster-bench-fabric, SSH with the bench lab's own keys and known_hosts). It starts them
 with tests/lab/playbooks/lab_up.yml, as `make lab` does (ibsim on the SM, the lab CUDA mirror, sshd), and measures:
 
-- site.yml on fresh nodes (converge), then again (the no-op re-run: any changed task fails the benchmark), for each
-  Ansible configuration in --configs:
+- site.yml on fresh nodes (converge), then again (the no-op re-run: any changed task fails the benchmark), then the
+  fleet drift check (playbooks/check.yml: each node's own check once, one task per node, and the report; it must
+  change nothing and pass, and each node's own time is printed), for each Ansible configuration in --configs:
     default      SSH as ansible-core ships it (no ansible.cfg: ssh_args ControlMaster=auto ControlPersist=60s,
                  no pipelining, implicit fact gathering in every play, no cache, 5 forks)
     pipelining   ANSIBLE_PIPELINING=true over the same SSH (what tests/lab/ansible.cfg and docs/ansible.cfg.example
@@ -45,6 +46,7 @@ Exit status 1 when a no-op re-run changed something or a run failed; the table i
 
 import argparse
 import concurrent.futures
+import contextlib
 import ctypes
 import json
 import os
@@ -63,6 +65,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 LAB_INVENTORY = os.path.join(ROOT, "inventories", "lab")
 LAB_UP = os.path.join(ROOT, "tests", "lab", "playbooks", "lab_up.yml")
+CHECK = os.path.join(ROOT, "playbooks", "check.yml")
+CHECK_TASK = "Run each node's own fabric check"
 LAB_DOWN = os.path.join(ROOT, "tests", "lab", "playbooks", "lab_down.yml")
 SITE = os.path.join(ROOT, "playbooks", "site.yml")
 BLOG_SCRIPT = os.path.join(HERE, "blog_setup.sh")
@@ -347,6 +351,19 @@ def fresh_nodes(inventory, env, workdir):
     lab(LAB_UP, inventory, env, workdir, "lab_up")
 
 
+def node_check_seconds(result):
+    """The node check's own time on each node (its report's duration_seconds), from the fleet check's output."""
+    seconds = []
+    for play in (result or {}).get("plays", []):
+        for task in play.get("tasks", []):
+            if task["task"]["name"] != CHECK_TASK:
+                continue
+            for res in task.get("hosts", {}).values():
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    seconds.append(json.loads(res.get("stdout") or "")["duration_seconds"])
+    return seconds
+
+
 def ansible_row(n, config, run, measured):
     stats = (measured["result"] or {}).get("stats", {})
     hosts = [h for h in stats if h.startswith("bench-")]
@@ -354,7 +371,7 @@ def ansible_row(n, config, run, measured):
     return {
         "nodes": n,
         "hosts": len(hosts),
-        "tool": "site.yml",
+        "tool": "check.yml" if run == "fleet check" else "site.yml",
         "config": config,
         "run": run,
         "wall": measured["wall"],
@@ -366,6 +383,7 @@ def ansible_row(n, config, run, measured):
         "failed": sum(stats[h]["failures"] + stats[h]["unreachable"] for h in hosts) or (measured["rc"] != 0),
         "load": measured["load"],
         "log": measured["log"],
+        "node_check_s": node_check_seconds(measured["result"]) if run == "fleet check" else None,
     }
 
 
@@ -491,16 +509,24 @@ def main():
                 inventory = write_inventory(os.path.join(cdir, "inventory"), n, podman=podman)
                 fresh_nodes(inventory, env, cdir)
                 cenv = config_env(config, env, cdir)
-                for run in ("converge", "re-run"):
-                    measured = run_playbook(SITE, inventory, cenv, os.path.join(cdir, f"{run}.log"))
+                for run in ("converge", "re-run", "fleet check"):
+                    playbook = CHECK if run == "fleet check" else SITE
+                    measured = run_playbook(playbook, inventory, cenv, os.path.join(cdir, f"{run}.log"))
                     row = ansible_row(n, config, run, measured)
                     rows.append(row)
                     print(fmt_row(row), flush=True)
+                    if row["node_check_s"]:
+                        times = sorted(row["node_check_s"])
+                        print(
+                            f"node check on the node, {len(times)} hosts: median {times[len(times) // 2]:.2f} s, "
+                            f"max {times[-1]:.2f} s",
+                            flush=True,
+                        )
                     if row["failed"]:
                         problems.append(f"{n} nodes, {config}, {run}: failed (rc {measured['rc']}), log {row['log']}")
                         problems += ["  " + f for f in failures(measured["result"])]
                         break
-                    if run == "re-run" and row["changed"]:
+                    if run != "converge" and row["changed"]:
                         problems.append(
                             f"{n} nodes, {config}: the no-op re-run changed {row['changed']} task(s) on nodes: "
                             + "; ".join(f"{h}: {t}" for h, t, ctl in changed_tasks(measured["result"]) if not ctl)

@@ -15,7 +15,8 @@ from two side_effect steps of its test sequence (molecule/site/faults.yml):
   4. the node check (role node_check, on a timer every node_check_interval seconds, and Slurm's HealthCheckProgram)
      shows a fault in the node's metrics, scraped from its node_exporter, and Slurm drains the node with the check in
      its reason (`sinfo -R`), within one interval; the repair resumes it the same way: the fabric MTU set with
-     `ip link`, nccl.conf edited. A node an operator drained stays drained, with the operator's reason;
+     `ip link`, nccl.conf edited. The fleet drift check (playbooks/check.yml) fails that node on those checks alone.
+     A node an operator drained stays drained, with the operator's reason;
   5. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
      starts an NCCL change; only that port: the controller's SSH sessions come from the same address)
      fails clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
@@ -327,6 +328,25 @@ def _wait_for_slurm(node, drained, after):
         time.sleep(1)
 
 
+def _fleet_check_names(lab, node, failing):
+    """The fleet drift check (playbooks/check.yml: each node's own check, once, one task per node) fails ``node`` on
+    exactly the checks of ``failing`` and writes the report; every other node passes."""
+    runs_before = {p.name for p in lab["reports"].iterdir()} if lab["reports"].exists() else set()
+    proc = _playbook(lab["inventory"], "playbooks/check.yml", lab["reports"])
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    for check in failing:
+        assert f"{node}: health/{check} " in proc.stdout, proc.stdout[-4000:]
+    run = sorted({p.name for p in lab["reports"].iterdir()} - runs_before)[-1]
+    assert {"report.json", "junit.xml", "summary.md"} <= {p.name for p in (lab["reports"] / run).iterdir()}
+    checks = json.loads((lab["reports"] / run / "report.json").read_text())["checks"]
+    failed = {(c["host"], c["check"]) for c in checks if c["status"] == "failed"}
+    assert failed == {(node, check) for check in failing}, failed
+    assert {c["host"] for c in checks} == {*GPUS, *SMS}
+    assert _recap(proc.stdout)[node]["failed"] == 1 and all(
+        counts.get("changed", 0) == 0 for counts in _recap(proc.stdout).values()
+    )
+
+
 def test_node_check_shows_a_fault_and_its_repair_within_one_interval(lab):
     """Each fault on a converged GPU node, read the way Prometheus and an operator read it: the node's own check puts
     the failed check in the metrics node_exporter serves, and Slurm drains the node with the check as its reason,
@@ -361,6 +381,8 @@ def test_node_check_shows_a_fault_and_its_repair_within_one_interval(lab):
             took[name] = _wait_for_checks(node, failing, started)
             took[f"{name}, drained"], reason = _wait_for_slurm(node, True, started)
             assert any(f"fabric: {check}" in reason for check in failing), reason
+            if name == "fabric MTU set by hand":
+                _fleet_check_names(lab, node, failing)
         finally:
             _podman("exec", node, "sh", "-c", repairs)
         started = time.time()

@@ -78,7 +78,7 @@ def test_fabric_report_plot_writes_png(tmp_path, capsys):
     from ansible_collections.gpucluster.fabric.plugins.modules import fabric_report_plot
 
     hosts = {
-        "h200": {"nccl": {"output": (FIXTURES / "nccl-tests-h200-1gpu" / "all_reduce_perf-h200-1gpu.txt").read_text()}},
+        "h200": {"nccl": {"output": (FIXTURES / "nccl-torch-h200" / "nccl_allreduce_torch-h200-2gpu.txt").read_text()}},
         "vm1": {
             "rdma": [
                 {

@@ -139,7 +139,12 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
         "thresholds",
         "tiers",
     ]
-    assert report["figures"] == {"files": ["heatmap.png", "plot.png"], "note": None}
+    # The pre-measured nccl-tests output is one H200's (one rank): judged, and named in the note, not drawn.
+    one_rank = "{}: 1 rank, no data moves between GPUs: not drawn"
+    assert report["figures"] == {
+        "files": ["heatmap.png", "plot.png"],
+        "note": f"{one_rank.format('vm1')}; {one_rank.format('vm2')}",
+    }
     assert report["run_id"] == "fixed"
     assert report["thresholds"]["ib_write_bw_fraction_of_rate"] == {
         "value": 0.05,

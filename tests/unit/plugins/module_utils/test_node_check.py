@@ -294,3 +294,32 @@ def test_drain_and_resume_are_scontrol_updates():
     outcome = node_check.slurm_act(module, "gpu-01", PASSED)
     assert outcome["action"] == "resume" and outcome["error"] == "slurm_update error: Invalid node state"
     assert module.calls[1] == ["/usr/bin/scontrol", "update", "nodename=gpu-01", "state=resume"]
+
+
+fabric_checks = load("fabric_checks")
+
+
+def test_the_fleet_report_takes_each_nodes_own_checks_and_compares_versions():
+    """Records of the fleet check (playbook check.yml): the node's checks under its name, a node whose check could not
+    run as one failed check saying why, and the versions the nodes read compared across the fleet."""
+
+    def node(status, kernel, checks=None, reason=""):
+        report = {"status": status, "reason": reason, "checks": checks, "versions": {"kernel": kernel, "packages": {}}}
+        return {"node_check": {"report": report, "error": None}, "versions": report["versions"]}
+
+    hosts = {
+        "gpu1": node("passed", "6.1.0-9", [dict(_check("drift.nccl", "passed"), host="gpu1", tier="health")]),
+        "gpu2": node("failed", "6.1.0-9", [dict(_check("interface.mtu[ib0]", "failed"), host="x", tier="health")]),
+        "gpu3": node("error", "6.1.0-7", None, "intent: cannot read the intent /etc/gpucluster/fabric.json"),
+        "gpu4": {"node_check": {"report": None, "error": "[Errno 2] No such file or directory"}, "versions": None},
+    }
+    result = fabric_checks.evaluate(hosts, {"tiers": ["health"], "thresholds": {}})
+    by = {(c["host"], c["check"]): c for c in result["checks"]}
+    assert by[("gpu1", "drift.nccl")]["status"] == "passed"
+    assert by[("gpu2", "interface.mtu[ib0]")]["status"] == "failed"  # under the host's own name
+    assert by[("gpu3", "node_check")]["status"] == "failed"
+    assert "could not check gpu3: intent: cannot read the intent" in by[("gpu3", "node_check")]["message"]
+    assert "No such file or directory; run site.yml" in by[("gpu4", "node_check")]["message"]
+    assert by[("gpu3", "fleet.version[kernel]")]["status"] == "failed"
+    assert by[("gpu1", "fleet.version[kernel]")]["status"] == "passed"
+    assert result["summary"] == {"passed": 3, "failed": 4, "skipped": 0, "total": 7}

@@ -43,7 +43,7 @@ def test_rdma_checks_share_a_column_and_show_the_worst_status():
 
 def _hosts():
     return {
-        "h200": {"nccl": {"output": (FIXTURES / "nccl-tests-h200-1gpu" / "all_reduce_perf-h200-1gpu.txt").read_text()}},
+        "h200": {"nccl": {"output": (FIXTURES / "nccl-torch-h200" / "nccl_allreduce_torch-h200-2gpu.txt").read_text()}},
         "vm1": {
             "rdma": [
                 {
@@ -59,7 +59,7 @@ def _hosts():
 def test_plot_series_carries_the_thresholds_of_judged_checks():
     checks = [
         _check("vm1", "ib_write_bw[vm2]", "passed", 0.125),
-        _check("h200", "nccl.all_reduce[nccl-tests]", "failed", 431.0),
+        _check("h200", "nccl.all_reduce[pytorch]", "failed", 431.0),
         _check("vm1", "ib_write_lat[vm2]", "passed", 2.5),
         _check("h200", "port.rate[mlx5_0/1]", "skipped", 400),
     ]
@@ -69,6 +69,16 @@ def test_plot_series_carries_the_thresholds_of_judged_checks():
     # A skipped check judged nothing: no line is drawn for it.
     skipped = plot_series(_hosts(), [_check("h200", "nccl.all_reduce[nccl-tests]", "skipped", 431.0)])
     assert skipped["thresholds"] == {"nccl": {}, "rdma": {}}
+
+
+def test_a_one_rank_all_reduce_is_not_drawn_as_bandwidth():
+    """One rank reduces with nobody: its algbw (239,468 GB/s at 8 GiB on one H200, PyTorch's benchmark) is a no-op
+    timed, and drawn it would flatten every other line. It is left out, saying why."""
+    one = (FIXTURES / "nccl-torch-h200" / "nccl_allreduce_torch-h200-1gpu.txt").read_text()
+    series = plot_series({"h200-1": {"nccl": {"output": one}}, **_hosts()})
+    assert sorted(series["nccl"]) == ["h200"]
+    assert series["left_out"] == ["h200-1: 1 rank, no data moves between GPUs: not drawn"]
+    assert max(point["algbw_gbps"] for point in series["nccl"]["h200"]) < 1000
 
 
 def test_only_panels_with_data_are_drawn(tmp_path):
