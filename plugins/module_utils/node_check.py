@@ -33,6 +33,7 @@ from .fabric_checks import _check, collected_record, expected_interface_mtus, he
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
 from .fabric_collect import CollectError, collect
 from .node_apply import APPLIERS
+from .sminfo import sminfo_outcome
 
 CONFIG_PATH = "/etc/gpucluster/fabric-check.json"
 REPORT_PATH = "/var/lib/gpucluster/fabric-check.json"
@@ -60,6 +61,7 @@ FAMILIES = (
     "roce_qos.ecn",
     "roce_qos.tos",
     "sm.master",
+    "opensm.running",
     "interface.mtu",
     "intent",
 )
@@ -301,6 +303,43 @@ def health(host, roles, applied, module_class=NodeModule):
     return health_checks(host, record, expected), collected["versions"]
 
 
+def subnet_manager_checks(host, opensm, module):
+    """On a subnet manager (role opensm in the intent): its OpenSM unit runs (``opensm.running``), and a master
+    subnet manager answers sminfo from this host (``sm.master``), with the diagnostics' environment the inventory
+    gives (opensm_diag_environment)."""
+    unit = opensm.get("unit") or "opensm.service"
+    checks = []
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl:
+        _rc, out, _err = module.run_command([systemctl, "is-active", unit])
+        state = out.strip() or "unknown"
+        fix = f": start it (systemctl start {unit}) and read why it stopped (journalctl -u {unit})"
+        message = f"{unit} is {state}" + ("" if state == "active" else fix)
+        status = "passed" if state == "active" else "failed"
+        checks.append(_check(host, TIER, "opensm.running", status, message, state, "active"))
+    else:
+        checks.append(_check(host, TIER, "opensm.running", "skipped", "skipped: no systemctl on this host"))
+    timeout = module.get_bin_path("timeout") or "timeout"
+    rc, out, err = module.run_command(
+        [timeout, str(SM_QUERY_TIMEOUT), "sminfo"], environ_update=dict(opensm.get("diag_environment") or {})
+    )
+    kind, detail = sminfo_outcome(rc, out, err)
+    if kind == "answered":
+        master = detail["master"]
+        message = (
+            f"the subnet manager at SM LID {detail['lid']} (GUID {detail['guid']}, priority {detail['priority']}) "
+            f"answers in state {detail['state_name']}"
+            + ("" if master else ": the fabric has no master; check every subnet manager (sminfo, systemctl)")
+        )
+        checks.append(_check(host, TIER, "sm.master", "passed" if master else "failed", message, detail["state_name"]))
+    elif kind in ("not_installed", "cannot_query"):
+        checks.append(_check(host, TIER, "sm.master", "skipped", f"skipped: sminfo cannot ask from here: {detail}"))
+    else:
+        message = f"no subnet manager answers sminfo from {host} ({kind}: {detail}): is OpenSM running?"
+        checks.append(_check(host, TIER, "sm.master", "failed", message, "no answer", "SMINFO_MASTER"))
+    return checks
+
+
 def selected(name, only, skip):
     """Whether check ``name`` is judged: it matches a pattern of ``only`` (when given) and none of ``skip``. A pattern
     matches a name (fnmatch), or the family of a name with a subject (port.state matches port.state[mlx5_0/1])."""
@@ -342,6 +381,8 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule):
         checks.append(check)
         applied[role] = result
     judged, versions = health(host, roles, applied, module_class)
+    if "opensm" in roles:
+        judged = judged + subnet_manager_checks(host, roles["opensm"], module_class({}))
     for check in judged:
         if not selected(check["check"], only, skip):
             check = dict(

@@ -175,8 +175,13 @@ INTENT_TASKS = {
     "node_check": ("main.yml", "gpucluster.fabric.node_check", ("role_checks", "host")),
 }
 INTENT_VARS = {
-    # OpenSM's keys stay in opensm.conf, which OpenSM reads: never in the intent.
-    "opensm": ("__opensm_inputs", ("opensm_m_key", "opensm_sm_key", "opensm_sa_key")),
+    # OpenSM's keys stay in opensm.conf, which OpenSM reads: never in the intent. The node check reads the unit and
+    # the diagnostics' environment (a third item: key -> variable, added to the role's part).
+    "opensm": (
+        "__opensm_inputs",
+        ("opensm_m_key", "opensm_sm_key", "opensm_sa_key"),
+        {"unit": "__opensm_unit", "diag_environment": "opensm_diag_environment"},
+    ),
     "fabric_validate": (
         {
             "tiers": "fabric_validate_tiers",
@@ -262,10 +267,12 @@ class Checks:
         if role in INTENT_TASKS:
             tasks_file, module, leave_out = INTENT_TASKS[role]
             return rv.task_args(tasks_file, module, leave_out=leave_out)
-        source, leave_out = INTENT_VARS[role]
+        source, leave_out, *extra = INTENT_VARS[role]
         if isinstance(source, dict):
             return {key: rv.get(name) for key, name in source.items()}
-        return {key: value for key, value in dict(rv.get(source) or {}).items() if key not in leave_out}
+        part = {key: value for key, value in dict(rv.get(source) or {}).items() if key not in leave_out}
+        part.update({key: rv.get(name) for key, name in (extra[0] if extra else {}).items()})
+        return part
 
     def _extra(self, role):
         if role == "nccl":

@@ -9,7 +9,7 @@ from two side_effect steps of its test sequence (molecule/site/faults.yml):
 - after `verify`, on the converged lab:
   1. a bad inventory value fails in the preflight play, before any host changes (hosts compared before/after);
   2. a stopped subnet manager fails validation (playbooks/validate.yml) with a clear message, though the ports it
-     configured stay ACTIVE;
+     configured stay ACTIVE, and its own node check shows it in its metrics within one interval;
   3. an unreachable node does not stop the others and is reported (recap and validation report); on the converged
      lab this run is also the scenario's no-op re-run: nothing may change on the hosts it reaches;
   4. the node check (role node_check, on a timer every node_check_interval seconds, and Slurm's HealthCheckProgram)
@@ -234,8 +234,12 @@ def test_stopped_subnet_manager_fails_validation_clearly(lab):
     sweep, so only check sm.master sees it; validation alone (playbooks/validate.yml, one GPU node) must fail on it
     and say what to look at. OpenSM is started again afterwards and the next tests' validation passes on it."""
     sm, node = SMS[0], GPUS[0]
+    _wait_for_checks(sm, {"opensm.running": "passed", "sm.master": "passed"}, time.time() - _node_check_interval())
     _podman("exec", sm, "systemctl", "stop", "opensm")
+    stopped = time.time()
     try:
+        # The subnet manager's own check shows it in its metrics within one interval.
+        _wait_for_checks(sm, {"opensm.running": "failed", "sm.master": "failed"}, stopped)
         runs_before = {p.name for p in lab["reports"].iterdir()} if lab["reports"].exists() else set()
         proc = _playbook(lab["inventory"], "playbooks/validate.yml", lab["reports"], "--limit", node)
         output = proc.stdout
@@ -256,6 +260,7 @@ def test_stopped_subnet_manager_fails_validation_clearly(lab):
         while not _sm_is_master(sm):
             assert time.time() < deadline, f"no master SM on {sm} 60 s after starting opensm again"
             time.sleep(1)
+        _wait_for_checks(sm, {"opensm.running": "passed", "sm.master": "passed"}, time.time())
 
 
 def _node_check_interval():

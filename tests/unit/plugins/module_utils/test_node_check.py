@@ -323,3 +323,42 @@ def test_the_fleet_report_takes_each_nodes_own_checks_and_compares_versions():
     assert by[("gpu3", "fleet.version[kernel]")]["status"] == "failed"
     assert by[("gpu1", "fleet.version[kernel]")]["status"] == "passed"
     assert result["summary"] == {"passed": 3, "failed": 4, "skipped": 0, "total": 7}
+
+
+SMINFO = Path(__file__).resolve().parents[3] / "fixtures" / "sminfo"
+
+
+class _Host(node_check.NodeModule):
+    """Commands answered from captures: {program name: (rc, stdout, stderr)}; calls recorded with their env."""
+
+    def __init__(self, answers):
+        super().__init__({})
+        self.answers, self.calls = answers, []
+
+    @staticmethod
+    def get_bin_path(arg, required=False, opt_dirs=None):
+        return f"/usr/bin/{arg}"
+
+    def run_command(self, args, environ_update=None, **_kwargs):
+        self.calls.append((args, environ_update))
+        return self.answers[args[0].rsplit("/", 1)[-1] if args[0] != "/usr/bin/timeout" else args[2]]
+
+
+def test_a_subnet_manager_checks_its_unit_and_asks_for_the_master_with_its_environment():
+    """Real sminfo output of OpenSM on the ibsim lab (tests/fixtures/sminfo): master, and OpenSM stopped."""
+    opensm = {"unit": "opensm@0x1.service", "diag_environment": {"LD_PRELOAD": "umad2sim.so"}}
+    master = (0, (SMINFO / "master.stdout").read_text(), "")
+    host = _Host({"systemctl": (0, "active\n", ""), "sminfo": master})
+    checks = {c["check"]: c for c in node_check.subnet_manager_checks("sm1", opensm, host)}
+    assert checks["opensm.running"]["status"] == "passed"
+    assert checks["sm.master"]["status"] == "passed" and "SMINFO_MASTER" in checks["sm.master"]["message"]
+    assert host.calls[1] == (["/usr/bin/timeout", "5", "sminfo"], {"LD_PRELOAD": "umad2sim.so"})
+    stopped = (255, (SMINFO / "sm-stopped.stdout").read_text(), (SMINFO / "sm-stopped.stderr").read_text())
+    host = _Host({"systemctl": (3, "inactive\n", ""), "sminfo": stopped})
+    checks = {c["check"]: c for c in node_check.subnet_manager_checks("sm1", opensm, host)}
+    assert checks["opensm.running"]["status"] == "failed"
+    assert (
+        "opensm@0x1.service is inactive: start it (systemctl start opensm@0x1.service)"
+        in (checks["opensm.running"]["message"])
+    )
+    assert checks["sm.master"]["status"] == "failed" and "is OpenSM running?" in checks["sm.master"]["message"]
