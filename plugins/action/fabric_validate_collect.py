@@ -4,7 +4,7 @@
 """Action plugin gpucluster.fabric.fabric_validate_collect (documented in plugins/modules/fabric_validate_collect.py):
 with ``role_checks``, role fabric_validate's input checks first (plugins/plugin_utils/role_checks.py), then the
 module, which only reads; with ``record``, the host's record as the report judges it, built here on the controller
-(module_utils/fabric_checks.py, collected_record) instead of by a task of its own."""
+(module_utils/fabric_checks/health.py, collected_record) instead of by a task of its own."""
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import collected_record, with_sm

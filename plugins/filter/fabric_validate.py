@@ -7,7 +7,7 @@ fabric_rdma_part, fabric_perftest_json_capable,
 fabric_perftest_argv, fabric_rdma_round_record, fabric_nccl_run_records,
 fabric_preflight_errors, fabric_merge_thresholds, fabric_expected_mtus, fabric_sm_query_ports, fabric_host_record;
 by its report template: fabric_md_cell.
-Public for module fabric_report_plot: fabric_plot_series (logic in plugins/module_utils/fabric_checks.py).
+Public for module fabric_report_plot: fabric_plot_series (logic in plugins/module_utils/fabric_checks/fleet.py).
 Each filter is documented in <name>.yml.
 """
 

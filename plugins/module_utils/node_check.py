@@ -29,7 +29,8 @@ import time
 import traceback
 
 from . import intent as intent_file
-from .fabric_checks import _check, collected_record, expected_interface_mtus, health_checks, with_sm
+from .fabric_checks import check as _check
+from .fabric_checks import collected_record, expected_interface_mtus, health_checks, with_sm
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
 from .fabric_collect import CollectError, collect
 from .node_apply import APPLIERS

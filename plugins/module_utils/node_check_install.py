@@ -11,6 +11,7 @@ collection provisions with. Python 3.8 targets.
 import ast
 import inspect
 import json
+import os
 import sys
 
 from . import node_check
@@ -60,19 +61,36 @@ def input_errors(interval, timer, only, skip):
 
 
 def package_sources():
-    """{module name: source} of node_check.py and every module it imports, transitively (relative imports)."""
-    package = node_check.__name__.rsplit(".", 1)[0]
+    """{file path: source} of node_check.py and every module it imports, transitively (relative imports), laid out
+    as below module_utils: ``node_check.py``, a package's ``fabric_checks/__init__.py`` and its modules."""
+    top = node_check.__name__.rsplit(".", 1)[0]
     sources, todo = {}, ["node_check"]
     while todo:
         name = todo.pop()
-        if name in sources:
+        module = sys.modules[f"{top}.{name}"]
+        package = hasattr(module, "__path__")
+        path = name.replace(".", "/") + ("/__init__.py" if package else ".py")
+        if path in sources:
             continue
-        source = inspect.getsource(sys.modules[f"{package}.{name}"])
-        sources[name] = source
+        source = inspect.getsource(module)
+        sources[path] = source
+        here = name.split(".") if package else name.split(".")[:-1]
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                todo.extend([node.module.split(".")[0]] if node.module else [alias.name for alias in node.names])
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                base = here[: len(here) - (node.level - 1)]
+                if node.module:
+                    todo.append(".".join([*base, *node.module.split(".")]))
+                else:
+                    todo.extend(".".join([*base, alias.name]) for alias in node.names)
     return sources
+
+
+def _installed(directory, root):
+    """The .py files below ``directory`` (``root`` standing for /), as absolute paths on the host."""
+    found = []
+    for parent, _dirs, files in os.walk(directory):
+        found += ["/" + os.path.relpath(os.path.join(parent, f), root) for f in files if f.endswith(".py")]
+    return sorted(found)
 
 
 def launcher(python):
@@ -132,12 +150,15 @@ def run(module):
     result = {"command": COMMAND, "unit": f"{UNIT}.timer"}
     if params["state"] == "checked":
         module.exit_json(changed=False, changes=[], **result)
-    apply.directory(LIBRARY)
-    apply.directory(f"{LIBRARY}/{PACKAGE}")
-    wanted = {f"{LIBRARY}/{PACKAGE}/{name}.py": source for name, source in package_sources().items()}
+    wanted = {f"{LIBRARY}/{PACKAGE}/{path}": source for path, source in package_sources().items()}
     wanted[f"{LIBRARY}/{PACKAGE}/__init__.py"] = '"""gpucluster.fabric\'s node check (module node_check)."""\n'
+    for directory in sorted({LIBRARY, *(os.path.dirname(path) for path in wanted)}):
+        apply.directory(directory)
     for path, source in sorted(wanted.items()):
         apply.file(path, source)
+    for path in _installed(apply.path(f"{LIBRARY}/{PACKAGE}"), apply.path("/")):
+        if path not in wanted:  # left by another version of the collection
+            apply.file(path, None)
     apply.file(COMMAND, launcher(sys.executable), mode=0o755)
     apply.file(node_check.CONFIG_PATH, config(params), mode=0o600)
     units_before = len(apply.changes)

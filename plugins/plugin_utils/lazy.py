@@ -5,7 +5,7 @@
 Ansible finds a collection filter by loading the collection's filter files in name order until one of them has it,
 in every worker process (one per task and host), and a collection's Python is compiled from source at each import.
 So whatever a filter file imports at its top is paid by every task that uses a filter of a file sorted after it:
-module_utils/fabric_checks.py alone cost 25 ms per task. A filter file imports its logic through ``function``."""
+module_utils/fabric_checks alone cost 25 ms per task. A filter file imports its logic through ``function``."""
 
 import importlib
 

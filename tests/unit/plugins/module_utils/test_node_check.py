@@ -183,8 +183,9 @@ def test_the_installed_package_runs_on_the_standard_library_alone(tmp_path, pyth
     package = tmp_path / install.PACKAGE
     package.mkdir()
     (package / "__init__.py").write_text("")
-    for name, source in install.package_sources().items():
-        (package / f"{name}.py").write_text(source)
+    for path, source in install.package_sources().items():
+        (package / path).parent.mkdir(parents=True, exist_ok=True)
+        (package / path).write_text(source)
     launcher = tmp_path / "gpucluster-fabric-check"
     launcher.write_text(install.launcher(python).replace(repr(install.LIBRARY), repr(str(tmp_path))))
     run = subprocess.run(
@@ -195,7 +196,9 @@ def test_the_installed_package_runs_on_the_standard_library_alone(tmp_path, pyth
     )
     assert run.returncode == 2, run.stderr
     assert json.loads(run.stdout)["reason"].startswith("intent: cannot read the intent")
-    assert "ansible" not in install.package_sources()["node_check"].split('"""', 2)[2].split("def ", 1)[0]
+    sources = install.package_sources()
+    assert {"node_check.py", "fabric_checks/__init__.py", "fabric_checks/health.py", "intent.py"} <= set(sources)
+    assert "ansible" not in sources["node_check.py"].split('"""', 2)[2].split("def ", 1)[0]
 
 
 # `scontrol -o show node` lines (Slurm 22.05's layout; the lab's fault tests read the real one).

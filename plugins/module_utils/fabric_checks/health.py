@@ -1,0 +1,401 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""The health tier: ports, modules, GPUs and their NICs, GPUDirect, nccl.conf, the RoCE QoS, interface MTUs and the
+subnet manager of each port, judged on what one host read (its record); and the records of the nodes' own checks
+(node_check.py), which the fleet check reports instead.
+"""
+
+from collections.abc import Mapping
+
+from ..nccl import is_debug_only
+from ..sminfo import infiniband_port as _infiniband_port
+from ..sminfo import query_ports as sm_query_ports
+from ..sminfo import sminfo_outcome
+from .record import _check, _ports
+
+
+def health_checks(host, data, expected):
+    checks = []
+    ib = data.get("ib") or {}
+    declared = [i["name"] for i in data.get("interfaces") or [] if isinstance(i, Mapping) and i.get("name")]
+    if not ib.get("rdma_present") and declared:
+        # Declared fabric interfaces (IPoIB or RoCE) need an RDMA device: its absence is a fault, not "not measured".
+        message = (
+            f"no RDMA device, but fabric_interfaces declares {', '.join(declared)}; check that the HCA is seen "
+            "(lspci) and its driver loaded (role rdma_modules), or remove the interfaces from fabric_interfaces"
+        )
+        checks.append(_check(host, "health", "rdma.device", "failed", message, measured=0, threshold=len(declared)))
+    elif not ib.get("rdma_present"):
+        checks.append(_check(host, "health", "rdma.device", "skipped", "skipped: no RDMA device"))
+    else:
+        for device, port in _ports(data):
+            name = f"{device}/{port['port']}"
+            ok = port.get("state") == "ACTIVE" and port.get("phys_state") == "LinkUp"
+            checks.append(
+                _check(
+                    host,
+                    "health",
+                    f"port.state[{name}]",
+                    "passed" if ok else "failed",
+                    f"{name} is {port.get('state')}/{port.get('phys_state')}"
+                    + ("" if ok else ", expected ACTIVE/LinkUp"),
+                    measured=f"{port.get('state')}/{port.get('phys_state')}",
+                    threshold="ACTIVE/LinkUp",
+                )
+            )
+            rate = port.get("rate_gbps")
+            want_rate = expected.get("rate_gbps")
+            if want_rate:
+                ok = rate is not None and rate >= float(want_rate)
+                checks.append(
+                    _check(
+                        host,
+                        "health",
+                        f"port.rate[{name}]",
+                        "passed" if ok else "failed",
+                        f"{name} rate {rate} Gb/s, expected at least {want_rate} Gb/s",
+                        rate,
+                        want_rate,
+                        "Gb/s",
+                    )
+                )
+            else:
+                checks.append(
+                    _check(
+                        host,
+                        "health",
+                        f"port.rate[{name}]",
+                        "skipped",
+                        f"skipped: {name} rate {rate} Gb/s, no fabric_validate_expected_rate_gbps set",
+                        rate,
+                        unit="Gb/s",
+                    )
+                )
+            mtu = port.get("active_mtu")
+            want_mtu = expected.get("active_mtu")
+            if not want_mtu:
+                continue
+            if mtu is None:
+                checks.append(
+                    _check(
+                        host,
+                        "health",
+                        f"port.active_mtu[{name}]",
+                        "skipped",
+                        f"skipped: active MTU of {name} unknown (InfiniBand port and no ibv_devinfo)",
+                        threshold=want_mtu,
+                        unit="B",
+                    )
+                )
+            else:
+                ok = mtu >= int(want_mtu)
+                checks.append(
+                    _check(
+                        host,
+                        "health",
+                        f"port.active_mtu[{name}]",
+                        "passed" if ok else "failed",
+                        f"{name} active MTU {mtu} (from {port.get('active_mtu_source')}), expected at least {want_mtu}",
+                        mtu,
+                        want_mtu,
+                        "B",
+                    )
+                )
+        for module, loaded in sorted((ib.get("modules_loaded") or {}).items()):
+            checks.append(
+                _check(
+                    host,
+                    "health",
+                    f"module[{module}]",
+                    "passed" if loaded else "failed",
+                    f"kernel module {module} is " + ("loaded" if loaded else "not loaded"),
+                    loaded,
+                    True,
+                )
+            )
+    checks.extend(_gpu_health(host, data))
+    checks.extend(_nccl_conf_health(host, data))
+    checks.extend(roce_qos_health(host, data.get("roce_qos")))
+    checks.extend(subnet_manager_checks(host, data))
+    for iface in data.get("interfaces") or []:
+        want = iface.get("expected_mtu")
+        have = iface.get("mtu")
+        if have is None:
+            status, message = "failed", f"interface {iface['name']} not found (expected MTU {want})"
+        else:
+            status = "passed" if int(have) == int(want) else "failed"
+            message = f"interface {iface['name']} MTU {have}, expected {want}"
+        checks.append(_check(host, "health", f"interface.mtu[{iface['name']}]", status, message, have, want, "B"))
+    return checks
+
+
+def sm_query_records(results, query_host):
+    """One record per sminfo run (the registered loop results): device, port, query_host, rc, stdout and stderr
+    (the task's message when it gave no rc: the query host was unreachable)."""
+    records = []
+    for result in results or []:
+        item = result.get("item") or {}
+        records.append(
+            {
+                "device": item.get("device"),
+                "port": item.get("port"),
+                "query_host": query_host,
+                "rc": result.get("rc"),
+                "stdout": result.get("stdout") or "",
+                "stderr": result.get("stderr") or ("" if "rc" in result else result.get("msg") or ""),
+            }
+        )
+    return records
+
+
+def collected_record(collected, inputs):
+    """A host's record as the report judges it (an entry of report.json's ``hosts``), from module
+    fabric_validate_collect's result and ``inputs``, what the host's variables say: ``gpudirect`` (role rdma_modules'
+    decision and why, or None), ``allowed_debug`` (nccl_conf_allow_debug_variables), ``require_pfc`` and
+    ``declared_roce`` (the RoCE interfaces declared), ``rdma`` and ``nccl`` (pre-measured results). ``sm`` comes
+    from sminfo, which runs after the collection: ``with_sm``."""
+    return {
+        "ib": collected.get("ib"),
+        # How often the ports were read (more than once while a port waited for the subnet manager).
+        "port_reads": collected.get("attempts"),
+        "gpu": collected.get("gpu"),
+        "gpudirect": inputs.get("gpudirect"),
+        # Judged by role nccl's rule: its debug-only names, less those the host allows.
+        "nccl_conf": dict(collected.get("nccl_conf") or {}, allowed_debug=list(inputs.get("allowed_debug") or [])),
+        "versions": collected.get("versions"),
+        "roce_qos": {
+            "results": collected.get("roce_qos"),
+            "require_pfc": inputs.get("require_pfc", False),
+            "declared": list(inputs.get("declared_roce") or []),
+        },
+        "interfaces": collected.get("interfaces"),
+        "rdma": list(inputs.get("rdma") or []),
+        "rdma_served": [],
+        "nccl": inputs.get("nccl"),
+    }
+
+
+def with_sm(record, sminfo_results, query_host):
+    """``record`` with ``sm``: sm_query_records of the registered sminfo loop (none ran: an empty list)."""
+    return dict(record, sm=sm_query_records(sminfo_results or [], query_host))
+
+
+def host_record(collected, sminfo_results=None):
+    """The host's whole record from module fabric_validate_collect's registered result (``record``, built by its
+    action plugin) and, unless the module asked the subnet manager itself (the record has ``sm``), the ``results``
+    of the registered sminfo loop: a list, or a callable that reads them, called only when a port was asked. A loop
+    without items registers ``skipped_reason``, which ansible-core 2.21 warns about when the result is read whole
+    (as another host's variable is)."""
+    record = collected["record"]
+    if "sm" in record:
+        return record
+    if not sm_query_ports(record.get("ib")):
+        return with_sm(record, [], collected.get("sm_query_host"))
+    results = sminfo_results() if callable(sminfo_results) else sminfo_results
+    return with_sm(record, results, collected.get("sm_query_host"))
+
+
+SM_HINT = "is OpenSM running? (systemctl status opensm on the subnet managers)"
+
+
+def subnet_manager_checks(host, data):
+    """sm.master[<device>/<port>] for each InfiniBand port: a master subnet manager answers at the port's SM LID.
+
+    A port keeps ACTIVE, its LID and its SM LID from the last sweep after OpenSM stops, so the port checks alone
+    pass a fabric with no SM (nothing would configure a new or reset port, nor answer path queries). ``data['sm']``:
+    sm_query_records of the sminfo runs; None (not collected) gives no check, as does a port of RoCE link layer."""
+    records = data.get("sm")
+    if records is None or not (data.get("ib") or {}).get("rdma_present"):
+        return []
+    by_port = {(r.get("device"), r.get("port")): r for r in records}
+    checks = []
+    for device, port in _ports(data):
+        if not _infiniband_port(port):
+            continue
+        name = f"{device}/{port['port']}"
+        sm_lid = port.get("sm_lid")
+
+        def one(status, message, measured=None, name=name):
+            return _check(host, "health", f"sm.master[{name}]", status, message, measured, "SMINFO_MASTER")
+
+        record = by_port.get((device, port["port"]))
+        if port.get("phys_state") != "LinkUp":
+            message = f"skipped: {name} is {port.get('phys_state')}: no subnet manager is reachable through it"
+            checks.append(one("skipped", message))
+            continue
+        if not sm_lid:
+            message = f"{name} has SM LID 0: no subnet manager has configured this port; {SM_HINT}"
+            checks.append(one("failed", message, "SM LID 0"))
+            continue
+        if record is None:
+            checks.append(one("skipped", f"skipped: the subnet manager of {name} was not queried"))
+            continue
+        query_host = record.get("query_host") or host
+        where = "" if query_host == host else f" (asked from {query_host})"
+        kind, detail = sminfo_outcome(record.get("rc"), record.get("stdout"), record.get("stderr"))
+        said = f"; {detail}" if str(detail).startswith("sminfo") else f"; sminfo: {detail}" if detail else ""
+        if kind == "answered" and detail["master"]:
+            message = (
+                f"{name}: the master SM answers at SM LID {detail['lid']} (GUID {detail['guid']}, priority "
+                f"{detail['priority']}, activity count {detail['activity_count']}){where}"
+            )
+            checks.append(one("passed", message, detail["state_name"]))
+        elif kind == "answered":
+            message = (
+                f"{name}: the SM at SM LID {detail['lid']} (GUID {detail['guid']}, priority {detail['priority']}) "
+                f"answers in state {detail['state_name']}, not SMINFO_MASTER{where}: the fabric has no master SM "
+                "where the port expects it; check the subnet managers (sminfo, systemctl status opensm)"
+            )
+            checks.append(one("failed", message, detail["state_name"]))
+        elif kind == "not_installed":
+            message = f"skipped: sminfo not found on {query_host}: install infiniband-diags to ask the subnet manager"
+            checks.append(one("skipped", message))
+        elif kind == "cannot_query":
+            checks.append(one("skipped", f"skipped: sminfo cannot query {name} from {query_host}{said}"))
+        elif kind == "no_sm_lid":
+            checks.append(one("failed", f"{name}: sminfo finds no SM LID to ask{where}: {SM_HINT}{said}", "SM LID 0"))
+        else:
+            said = "; sminfo timed out" if kind == "timeout" else said
+            message = f"{name}: no subnet manager answers at SM LID {sm_lid}{where}: {SM_HINT}{said}"
+            checks.append(one("failed", message, "no answer"))
+    return checks
+
+
+def _gpu_health(host, data):
+    gpu = data.get("gpu") or {}
+    if not gpu.get("gpu_present"):
+        reason = gpu.get("skipped_reason") or "no GPU"
+        return [_check(host, "health", "gpu.nic_affinity", "skipped", f"skipped: {reason}")]
+    checks = []
+    for entry in gpu.get("affinity") or []:
+        name = f"gpu.nic_affinity[{entry['gpu']}]"
+        if entry.get("nic") is None:
+            checks.append(_check(host, "health", name, "skipped", f"skipped: {entry['gpu']}: no NIC in topology"))
+        else:
+            checks.append(
+                _check(
+                    host,
+                    "health",
+                    name,
+                    "failed" if entry["flagged"] else "passed",
+                    entry.get("reason") or f"{entry['gpu']} nearest NIC {entry['nic_device']} at {entry['distance']}",
+                    entry["distance"],
+                    "PXB or nearer",
+                )
+            )
+    gpudirect = data.get("gpudirect")
+    if not gpudirect:
+        checks.append(
+            _check(host, "health", "gpudirect", "skipped", "skipped: fact gpucluster_gpudirect not set (rdma_modules)")
+        )
+    else:
+        mode = gpudirect.get("mode")
+        checks.append(
+            _check(
+                host,
+                "health",
+                "gpudirect",
+                "failed" if mode in (None, "none") else "passed",
+                f"GPUDirect RDMA mode {mode}: {gpudirect.get('reason', '')}".strip(),
+                mode,
+                "peermem or dmabuf",
+            )
+        )
+    return checks
+
+
+def _nccl_conf_health(host, data):
+    """nccl.conf sets none of NCCL's debug-only variables, except those ``nccl_conf_allow_debug_variables`` allows.
+
+    The same rule as role nccl's (``nccl.is_debug_only``), so a file the role writes passes and one it refuses fails.
+    """
+    conf = data.get("nccl_conf") or {}
+    if conf.get("content") is None:
+        return [_check(host, "health", "nccl.conf", "skipped", f"skipped: {conf.get('path', 'nccl.conf')} absent")]
+    allowed = set(conf.get("allowed_debug") or ())
+    debug = []
+    for line in conf["content"].splitlines():
+        key = line.split("#", 1)[0].split("=", 1)[0].strip()
+        if key and is_debug_only(key):
+            debug.append(key)
+    found = [key for key in debug if key not in allowed]
+    kept = [key for key in debug if key in allowed]
+    docs = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+    if found:
+        message = (
+            f"{conf['path']} sets {', '.join(found)}: NCCL documents these for debugging, not for production ({docs}); "
+            "remove them from the file and set them per job when debugging, or list them in "
+            "nccl_conf_allow_debug_variables (benchmarks only)"
+        )
+    elif kept:
+        message = f"{conf['path']} sets {', '.join(kept)}, debug-only, allowed by nccl_conf_allow_debug_variables"
+    else:
+        message = f"{conf['path']} sets none of NCCL's debug-only variables ({docs}, Debugging)"
+    return [_check(host, "health", "nccl.conf", "failed" if found else "passed", message, found, [])]
+
+
+def _qos_value(value):
+    """A DSCP map as dcb writes it ("26:3 48:6", by DSCP); other values as they are."""
+    if isinstance(value, Mapping):
+        return " ".join(f"{dscp}:{prio}" for dscp, prio in sorted(value.items(), key=lambda item: int(item[0])))
+    return value
+
+
+def roce_qos_health(host, qos):
+    """One check per RoCE interface and QoS setting, from module roce_qos run in check mode against the settings role
+    roce_qos applied (``qos``: "results", its ``interfaces`` or None when the role did not run; "require_pfc";
+    "declared", the host's RoCE interfaces). As wanted: passed; different: failed; a setting the device cannot take:
+    skipped with the reason, failed for PFC when roce_qos_require_pfc asks for it."""
+    qos = qos or {}
+    if not qos.get("results"):
+        if not qos.get("declared"):
+            return []  # no RoCE interface: nothing to judge
+        return [
+            _check(
+                host,
+                "health",
+                "roce_qos",
+                "skipped",
+                f"skipped: fact gpucluster_roce_qos not set: role roce_qos did not run on this host "
+                f"(RoCE interfaces {', '.join(qos['declared'])})",
+            )
+        ]
+    checks = []
+    for interface, results in sorted((qos.get("results") or {}).items()):
+        for setting in ("pfc", "dscp_map", "ecn", "tos"):
+            result = results.get(setting) or {}
+            state, wanted, current = result.get("state"), result.get("wanted"), result.get("current")
+            name = f"roce_qos.{setting}[{interface}]"
+            if state == "ok":
+                status, message = "passed", f"{interface} {setting} is {_qos_value(current)}, as the inventory asks"
+            elif state == "unsupported":
+                required = setting == "pfc" and qos.get("require_pfc")
+                status = "failed" if required else "skipped"
+                message = f"{interface} {setting} not applied: {result.get('reason')}" + (
+                    " (roce_qos_require_pfc is true)" if required else ""
+                )
+                message = message if required else f"skipped: {message}"
+            else:
+                status = "failed"
+                message = (
+                    f"{interface} {setting} is {_qos_value(current)}, the inventory asks {_qos_value(wanted)}: "
+                    "something changed it since role roce_qos ran; run the role again (its boot-time unit "
+                    "gpucluster-roce-qos.service applies the same at boot)"
+                )
+            checks.append(_check(host, "health", name, status, message, _qos_value(current), _qos_value(wanted)))
+    return checks
+
+
+def node_check_records(host, data):
+    """The health checks of one host from its own node check (``gpucluster-fabric-check --json -``, which the fleet
+    check runs once per node): the check records it wrote, under this host's name. A node whose check could not run
+    (not installed, no intent) gets one failed ``node_check`` check saying why."""
+    report = data.get("report")
+    if isinstance(report, dict) and isinstance(report.get("checks"), list):
+        return [dict(check, host=host) for check in report["checks"]]
+    why = (report or {}).get("reason") if isinstance(report, dict) else data.get("error")
+    message = (
+        f"the node check could not check {host}: {why or 'no report'}; run site.yml, which writes the host's intent "
+        "and installs the check (role node_check)"
+    )
+    return [_check(host, "health", "node_check", "failed", message)]
