@@ -28,7 +28,9 @@ import tempfile
 import time
 import traceback
 
+from . import dpkg
 from . import intent as intent_file
+from .applier import Applier
 from .fabric_checks import check as _check
 from .fabric_checks import collected_record, expected_interface_mtus, health_checks, with_sm
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
@@ -48,6 +50,7 @@ STATES = ("passed", "failed", "skipped")
 DRIFT_ROLES = tuple(sorted(name.rsplit(".", 1)[-1] for name in APPLIERS))
 FAMILIES = (
     *(f"drift.{role}" for role in DRIFT_ROLES),
+    "drift.opensm",
     "rdma.device",
     "port.state",
     "port.rate",
@@ -304,6 +307,37 @@ def health(host, roles, applied, module_class=NodeModule):
     return health_checks(host, record, expected), collected["versions"]
 
 
+def opensm_drift(host, opensm, module):
+    """``drift.opensm``: the files role opensm writes (partitions.conf, the service defaults, the unit drop-in) hold
+    what its task rendered, its packages are installed, and opensm.conf, which holds the keys and is not in the
+    intent, exists and is root's only (its content is not compared)."""
+    args = opensm["applier"]
+    apply = Applier(module, root=args.get("root") or "/")  # a tree in tests
+    for key in ("partitions", "defaults", "dropin"):
+        if args.get(f"{key}_file"):
+            apply.file(args[f"{key}_file"], args.get(key) or "")
+    lines = [f"{change['what']}: {change['why']}" for change in apply.changes]
+    conf = args.get("conf_file")
+    if conf:
+        try:
+            mode = os.stat(apply.path(conf)).st_mode & 0o7777
+            if mode != 0o600:
+                lines.append(f"{conf}: mode {mode:04o}, not 0600 (it holds the keys)")
+        except FileNotFoundError:
+            lines.append(f"{conf}: it is missing")
+    lines += [
+        f"package {name}: not installed"
+        for name in dpkg.apt_state(apply.path, args.get("packages") or [])["packages_missing"]
+    ]
+    if lines:
+        message = (
+            f"opensm differs from the intent: {'; '.join(lines)}; run the collection again (--tags opensm) to put it "
+            "back (a partitions change is applied with SIGHUP, no restart), or change the inventory if it is wanted"
+        )
+        return _check(host, TIER, "drift.opensm", "failed", message, len(lines), 0, "changes")
+    return _check(host, TIER, "drift.opensm", "passed", "opensm's files are as the intent says", 0, 0, "changes")
+
+
 def subnet_manager_checks(host, opensm, module):
     """On a subnet manager (role opensm in the intent): its OpenSM unit runs (``opensm.running``), and a master
     subnet manager answers sminfo from this host (``sm.master``), with the diagnostics' environment the inventory
@@ -381,6 +415,11 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule):
         check, result = drift_check(host, role, roles[role], module_class)
         checks.append(check)
         applied[role] = result
+    if "opensm" in roles and roles["opensm"].get("applier"):
+        if selected("drift.opensm", only, skip):
+            checks.append(opensm_drift(host, roles["opensm"], module_class({})))
+        else:
+            checks.append(_check(host, TIER, "drift.opensm", "skipped", "skipped: drift.opensm is not selected"))
     judged, versions = health(host, roles, applied, module_class)
     if "opensm" in roles:
         judged = judged + subnet_manager_checks(host, roles["opensm"], module_class({}))

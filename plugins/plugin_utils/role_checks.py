@@ -200,6 +200,10 @@ INTENT_VARS = {
     ),
 }
 
+# Roles without an applier of node_apply whose files the node check still compares: the arguments of the role's
+# module task, less what is secret (opensm.conf holds the keys: the task's ``conf`` is never templated here).
+INTENT_FILES = {"opensm": ("configure.yml", "gpucluster.fabric.opensm", ("conf", "state", "host"))}
+
 
 class Checks:
     """The checks of every role, for one host. ``run_module(name, args)`` runs a module on the host and returns its
@@ -272,6 +276,9 @@ class Checks:
             return {key: rv.get(name) for key, name in source.items()}
         part = {key: value for key, value in dict(rv.get(source) or {}).items() if key not in leave_out}
         part.update({key: rv.get(name) for key, name in (extra[0] if extra else {}).items()})
+        if role in INTENT_FILES:  # the files the role's applier writes, as its task renders them
+            tasks_file, module, leave_out = INTENT_FILES[role]
+            part["applier"] = rv.task_args(tasks_file, module, leave_out=leave_out)
         return part
 
     def _extra(self, role):

@@ -356,7 +356,7 @@ def node_check_seconds(result):
     seconds = []
     for play in (result or {}).get("plays", []):
         for task in play.get("tasks", []):
-            if task["task"]["name"] != CHECK_TASK:
+            if not task["task"]["name"].endswith(CHECK_TASK):
                 continue
             for res in task.get("hosts", {}).values():
                 with contextlib.suppress(ValueError, KeyError, TypeError):

@@ -16,7 +16,8 @@ from two side_effect steps of its test sequence (molecule/site/faults.yml):
      shows a fault in the node's metrics, scraped from its node_exporter, and Slurm drains the node with the check in
      its reason (`sinfo -R`), within one interval; the repair resumes it the same way: the fabric MTU set with
      `ip link`, nccl.conf edited. The fleet drift check (playbooks/check.yml) fails that node on those checks alone.
-     A node an operator drained stays drained, with the operator's reason;
+     A node an operator drained stays drained, with the operator's reason. partitions.conf edited on the subnet
+     manager shows in its metrics;
   5. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
      starts an NCCL change; only that port: the controller's SSH sessions come from the same address)
      fails clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
@@ -395,6 +396,23 @@ def test_node_check_shows_a_fault_and_its_repair_within_one_interval(lab):
         took[f"{name}, resumed"], _reason = _wait_for_slurm(node, False, started)
         assert "DRAIN" not in _slurm_node(node)["state"]
     print(f"node check (interval {interval} s): seconds from each change to what shows it: {took}")
+
+
+def test_subnet_manager_check_sees_partitions_conf_edited(lab):
+    """partitions.conf edited by hand on the subnet manager (OpenSM reads it only on SIGHUP or a restart, so the
+    fabric keeps its partitions until then): its own check shows drift.opensm failed within one interval, and
+    passed again once the file is put back."""
+    sm = SMS[0]
+    path = "/etc/opensm/partitions.conf"
+    _wait_for_checks(sm, {"drift.opensm": "passed"}, time.time() - _node_check_interval())
+    _podman(
+        "exec", sm, "sh", "-c", f"cp -p {path} /root/partitions.conf.saved && echo 'tenant=0x0202 : ALL;' >> {path}"
+    )
+    try:
+        _wait_for_checks(sm, {"drift.opensm": "failed"}, time.time())
+    finally:
+        _podman("exec", sm, "cp", "-p", "/root/partitions.conf.saved", path)
+    _wait_for_checks(sm, {"drift.opensm": "passed"}, time.time())
 
 
 def test_node_check_leaves_an_operators_drain_alone(lab):

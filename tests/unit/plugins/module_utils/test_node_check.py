@@ -365,3 +365,35 @@ def test_a_subnet_manager_checks_its_unit_and_asks_for_the_master_with_its_envir
         in (checks["opensm.running"]["message"])
     )
     assert checks["sm.master"]["status"] == "failed" and "is OpenSM running?" in checks["sm.master"]["message"]
+
+
+def test_opensm_drift_compares_the_rendered_files_and_only_the_mode_of_the_keys_file(tmp_path):
+    applier = {
+        "root": str(tmp_path),
+        "partitions_file": "/etc/opensm/partitions.conf",
+        "partitions": "Default=0x7fff, ipoib : ALL=limited;\ntraining=0x0101, ipoib : 0x0002c90300a00101=full;\n",
+        "defaults_file": "/etc/default/opensm",
+        "defaults": "PORTS=0x0002c90300a00001\n",
+        "dropin_file": "/etc/systemd/system/opensm.service.d/gpucluster.conf",
+        "dropin": "[Service]\n",
+        "conf_file": "/etc/opensm/opensm.conf",
+        "packages": [],
+    }
+    for key in ("partitions", "defaults", "dropin"):
+        path = tmp_path / applier[f"{key}_file"].lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(applier[key])
+        path.chmod(0o644)
+    conf = tmp_path / "etc/opensm/opensm.conf"
+    conf.write_text("sm_key 0x00000000000b0b01\n")
+    conf.chmod(0o600)
+    module = node_check.NodeModule({})
+    assert node_check.opensm_drift("sm1", {"applier": applier}, module)["status"] == "passed"
+    assert "conf" not in applier  # the keys' file is never in the intent: its content is not compared
+    (tmp_path / "etc/opensm/partitions.conf").write_text("Default=0x7fff, ipoib : ALL=full;\n")
+    conf.chmod(0o644)
+    check = node_check.opensm_drift("sm1", {"applier": applier}, module)
+    assert check["status"] == "failed"
+    assert "/etc/opensm/partitions.conf: its content differs" in check["message"]
+    assert "/etc/opensm/opensm.conf: mode 0644, not 0600 (it holds the keys)" in check["message"]
+    assert "0b0b01" not in check["message"]
