@@ -145,11 +145,18 @@ def run(module):
     """Module node_check: the code, its configuration and units where they differ; the timer as asked."""
     params = module.params
     apply = Applier(module)
-    header = params["header"]
     apply.refuse(input_errors(params["interval"], params["timer"], params["only"], params["skip"]))
     result = {"command": COMMAND, "unit": f"{UNIT}.timer"}
     if params["state"] == "checked":
         module.exit_json(changed=False, changes=[], **result)
+    result.update(install(module, apply, params))
+    module.exit_json(**apply.report(result))
+
+
+def install(module, apply, params):
+    """The node check on the host, each file only where it differs, with ``apply`` (the caller's Applier: module
+    node_check's, or module fabric_intent's, which installs it with the intent in the same call); ``params``:
+    ARGUMENT_SPEC's options, validated. Returns what it installed."""
     wanted = {f"{LIBRARY}/{PACKAGE}/{path}": source for path, source in package_sources().items()}
     wanted[f"{LIBRARY}/{PACKAGE}/__init__.py"] = '"""gpucluster.fabric\'s node check (module node_check)."""\n'
     for directory in sorted({LIBRARY, *(os.path.dirname(path) for path in wanted)}):
@@ -162,12 +169,12 @@ def run(module):
     apply.file(COMMAND, launcher(sys.executable), mode=0o755)
     apply.file(node_check.CONFIG_PATH, config(params), mode=0o600)
     units_before = len(apply.changes)
-    apply.file(SERVICE_FILE, service(header))
-    apply.file(TIMER_FILE, timer(header, params["interval"]))
+    apply.file(SERVICE_FILE, service(params["header"]))
+    apply.file(TIMER_FILE, timer(params["header"], params["interval"]))
     units_changed = len(apply.changes) > units_before
     if params["root"] == "/":
         _timer(module, apply, units_changed, params["timer"])
-    module.exit_json(**apply.report(result, files=sorted(wanted)))
+    return {"command": COMMAND, "unit": f"{UNIT}.timer", "files": sorted(wanted)}
 
 
 def _timer(module, apply, units_changed, wanted):

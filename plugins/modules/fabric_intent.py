@@ -13,6 +13,8 @@ description:
   - The intent holds, for each role the host gets, what its applier is to make true. It holds no secret (OpenSM's
     keys are left out, a URL's user and password are masked).
   - Only a file that differs is written, with the reason (RV(changes)) and, in diff mode, a diff.
+  - Where the intent holds role C(node_check) (the site preflight puts the role's settings there), the same call
+    installs the node check that reads the intent, as M(gpucluster.fabric.node_check) would (RV(node_check)).
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
@@ -45,10 +47,16 @@ path:
   description: The file written.
   type: str
   returned: always
+node_check:
+  description: The node check installed (C(command), C(unit), C(files)), where the intent holds role C(node_check).
+  type: dict
+  returned: when the intent holds role node_check
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import intent as rules  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import node_check_install  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import (  # noqa: E402
     ARGUMENT_SPEC as APPLIER_ARGUMENTS,
 )
@@ -70,7 +78,20 @@ def main():
     result = {"path": params["path"]}
     if params["state"] == "checked":
         module.exit_json(changed=False, changes=[], **result)
+    # The check that reads the intent, in the same call, where the host gets role node_check (its part of the
+    # intent is module node_check's arguments, checked by the preflight that computed the intent); refused before
+    # anything is written.
+    arguments = (params["intent"].get("roles") or {}).get("node_check")
+    if arguments is not None:
+        validated = ArgumentSpecValidator(node_check_install.ARGUMENT_SPEC).validate(dict(arguments))
+        checked = dict(validated.validated_parameters, root=params["root"])
+        apply.refuse(
+            list(validated.error_messages)
+            + node_check_install.input_errors(checked["interval"], checked["timer"], checked["only"], checked["skip"])
+        )
     apply.file(params["path"], rules.render(rules.redact(params["intent"])), mode=rules.MODE)
+    if arguments is not None:
+        result["node_check"] = node_check_install.install(module, apply, checked)
     module.exit_json(**apply.report(result))
 
 

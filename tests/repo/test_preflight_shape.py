@@ -78,7 +78,7 @@ def test_the_roles_checks_run_through_the_same_plugin():
 def test_site_imports_the_playbooks_of_every_role():
     """Every role is applied by one of the step playbooks, only where gpucluster_roles selects it: imported, or by
     module gpucluster.fabric.apply."""
-    names = ("rdma.yml", "nccl.yml", "interfaces.yml", "opensm.yml", "intent.yml", "validate.yml")
+    names = ("rdma.yml", "nccl.yml", "interfaces.yml", "opensm.yml", "validate.yml")
     text = "".join((ROOT / "playbooks" / name).read_text() for name in names)
     applied = [
         task["gpucluster.fabric.apply"]["roles"]
@@ -87,7 +87,12 @@ def test_site_imports_the_playbooks_of_every_role():
         for task in play.get("tasks") or []
         if "gpucluster.fabric.apply" in task
     ]
+    intent = (ROOT / "playbooks" / "intent.yml").read_text()
     for role in SITE_ROLES:
+        if role == "node_check":  # installed with the intent, from its settings there, in the same call
+            module = (ROOT / "plugins" / "modules" / "fabric_intent.py").read_text()
+            assert "gpucluster.fabric.fabric_intent:" in intent and "node_check_install.install(" in module
+            continue
         imported = f"name: gpucluster.fabric.{role}\n" in text and f"'{role}' in __gpucluster_roles" in text
         by_apply = any(f"'{role}'" in roles and "select('in', __gpucluster_roles)" in roles for roles in applied)
         assert imported or by_apply, role

@@ -43,3 +43,23 @@ def test_without_an_intent_it_fails_with_the_fix_and_writes_nothing(tmp_path):
     result = run_module(tmp_path, root=str(root))
     assert result["failed"] is True and list(root.iterdir()) == []
     assert result["msg"].startswith("gpu1: no intent: run gpucluster.fabric.preflight earlier in the same run")
+
+
+def test_with_role_node_check_the_same_call_installs_the_check_below_the_tree(tmp_path):
+    """The intent's node_check part (module node_check's arguments) installs the node check in the same call: the
+    code, the launcher, its configuration and units, once; a tree (root other than /) leaves systemd alone."""
+    root = tmp_path / "root"
+    root.mkdir()
+    intent = {**INTENT, "roles": {**INTENT["roles"], "node_check": {"interval": 60, "skip": ["port.rate"]}}}
+    first = run_module(tmp_path, root=str(root), intent=intent)
+    assert first["changed"] is True and first["node_check"]["unit"] == "gpucluster-fabric-check.timer"
+    library = root / "usr/local/lib/gpucluster-fabric/gpucluster_fabric_check"
+    assert (library / "node_check.py").is_file() and (library / "fabric_checks" / "health.py").is_file()
+    assert (os.stat(root / "usr/local/sbin/gpucluster-fabric-check").st_mode & 0o777) == 0o755
+    assert json.loads((root / "etc/gpucluster/fabric-check.json").read_text())["skip"] == ["port.rate"]
+    assert "OnUnitActiveSec=60" in (root / "etc/systemd/system/gpucluster-fabric-check.timer").read_text()
+    assert run_module(tmp_path, root=str(root), intent=intent)["changed"] is False
+    bad = {**INTENT, "roles": {"node_check": {"interval": 0}}}
+    refused = run_module(tmp_path, root=str(root), intent=bad)
+    assert refused["failed"] is True and "gpu1: node_check_interval=0 is not a number of seconds" in refused["msg"]
+    assert json.loads((root / FILE).read_text())["roles"]["node_check"] == {"interval": 60, "skip": ["port.rate"]}
