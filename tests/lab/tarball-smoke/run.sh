@@ -2,7 +2,8 @@
 # What a user gets from the built tarball: install it with ansible-galaxy into a clean path, then run a playbook that
 # uses the collection's roles by FQCN, imports its playbook gpucluster.fabric.rdma and runs validation (the report
 # must land in ./fabric-reports/, below the playbook's working directory), against one systemd lab
-# container per suite. Nothing from the checkout is on any Ansible search path: ANSIBLE_COLLECTIONS_PATH is the clean
+# container per suite, reached over SSH (a key pair and host keys made per run, strict host key checking). Nothing
+# from the checkout is on any Ansible search path: ANSIBLE_COLLECTIONS_PATH is the clean
 # path alone, no roles path, no ansible.cfg, its own ANSIBLE_HOME, and the playbook runs from the clean directory.
 #
 #   run.sh <venv> <tarball> <out dir> <suite>...
@@ -51,6 +52,12 @@ if list(found) != [sys.argv[2]]:
 PY
 
 cp "$here/smoke.yml" "$work/play/smoke.yml"
+# Ansible reaches the containers over SSH, as a user reaches servers (and as the lab does): a login key and a host key
+# per container made here, mounted into it, and a known_hosts written from those keys (strict checking).
+ssh_dir=$work/ssh
+mkdir -p "$ssh_dir" && chmod 700 "$ssh_dir"
+ssh-keygen -q -t ed25519 -N '' -C "gpucluster tarball smoke" -f "$ssh_dir/id_ed25519"
+: >"$ssh_dir/known_hosts"
 inventory=$work/play/inventory.yml
 printf 'all:\n  children:\n    gpu_nodes:\n      hosts:\n' >"$inventory"
 targets=("$@")
@@ -69,6 +76,8 @@ for target in "${targets[@]}"; do
   name=tarball-smoke-$target-core$core
   podman rm -f "$name" >/dev/null 2>&1 || true
   containers+=("$name")
+  ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$ssh_dir/$name.host_key"
+  extra+=(-v "$ssh_dir/$name.host_key:/etc/ssh/ssh_host_ed25519_key:ro" -v "$ssh_dir/id_ed25519.pub:/root/.ssh/authorized_keys:ro")
   # A network of its own: podman hands out dynamic addresses in order, and on its default network they would reach
   # the lab's fixed ones (10.88.88.x, 10.88.90.x), which CNI then refuses to the next lab.
   podman network exists gpucluster-smoke ||
@@ -76,12 +85,18 @@ for target in "${targets[@]}"; do
   podman run -d --name "$name" --hostname "$name" --privileged --systemd always "${extra[@]}" \
     --network gpucluster-smoke \
     --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" "$image" /sbin/init >/dev/null
-  printf '        %s:\n          smoke_suite: %s\n' "$name" "$target" >>"$inventory"
+  address=$(podman inspect -f '{{(index .NetworkSettings.Networks "gpucluster-smoke").IPAddress}}' "$name")
+  printf '%s %s\n' "$address" "$(cut -d' ' -f1,2 "$ssh_dir/$name.host_key.pub")" >>"$ssh_dir/known_hosts"
+  printf '        %s:\n          ansible_host: %s\n          smoke_suite: %s\n' "$name" "$address" "$target" >>"$inventory"
   [[ -z "$python_var" ]] || printf '%s\n' "$python_var" >>"$inventory"
 done
 cat >>"$inventory" <<EOF
       vars:
-        ansible_connection: containers.podman.podman
+        ansible_user: root
+        ansible_ssh_private_key_file: $ssh_dir/id_ed25519
+        ansible_ssh_common_args: >-
+          -o UserKnownHostsFile=$ssh_dir/known_hosts -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes
+          -o GlobalKnownHostsFile=/dev/null
         ansible_python_interpreter: auto_silent
         rdma_core_memlock: "$memlock"
         smoke_facts_dir: $out/targets
