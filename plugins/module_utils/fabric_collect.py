@@ -24,6 +24,9 @@ ARGUMENT_SPEC = {
     "sm_query_timeout": {"type": "int", "default": 15},
     "sm_query_environment": {"type": "dict", "default": {}},
     "record": {"type": "dict"},  # the action plugin's too
+    # The health tier, judged here as the node check judges it (module fabric_validate_collect; the action plugin
+    # adds the record's inputs): {host, expected, inputs}.
+    "health": {"type": "dict"},
     **RDMA_ARGUMENT_SPEC,
     **GPU_ARGUMENT_SPEC,
     "nccl_conf_path": {"type": "path", "default": "/etc/nccl.conf"},

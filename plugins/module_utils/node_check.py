@@ -280,31 +280,36 @@ def _collect_params(host, roles):
     return params_for(COLLECT_SPEC, args)
 
 
-def health(host, roles, applied, module_class=NodeModule):
+def health(host, roles, applied, module_class=NodeModule, collected=None, inputs=None, expected=None):
     """(checks, versions): the health tier's checks of this host (fabric_checks.health_checks), on what is read here,
     and the software versions read (what the fleet report compares across nodes); ``applied``: the appliers' results
-    of the drift checks ({role: result}), whose GPUDirect decision the health tier judges."""
+    of the drift checks ({role: result}), whose GPUDirect decision the health tier judges.
+
+    Role fabric_validate gives what its module read (``collected``), the record's ``inputs`` from the play
+    (collected_record) and what it ``expected`` of the ports; else each is the intent's."""
     validate = roles.get("fabric_validate") or {}
-    params = _collect_params(host, roles)
-    module = module_class(params)
-    try:
-        collected = collect(module, params)
-    except CollectError as exc:
-        return [_check(host, TIER, "rdma.device", "failed", f"cannot read the host's fabric: {exc}")], None
-    except Exit as done:
-        message = f"cannot read the host's fabric: {done.result.get('msg')}"
-        return [_check(host, TIER, "rdma.device", "failed", message)], None
-    gpudirect = (applied.get("rdma_modules") or {}).get("gpudirect")
-    qos = roles.get("roce_qos") or {}
-    inputs = {
-        "gpudirect": gpudirect if isinstance(gpudirect, dict) and gpudirect.get("mode") else None,
-        "allowed_debug": (roles.get("nccl") or {}).get("allow_debug_variables") or [],
-        "require_pfc": qos.get("require_pfc", False),
-        "declared_roce": [],  # the RoCE QoS is judged by drift.roce_qos, with the role's own code
-    }
+    if collected is None:
+        params = _collect_params(host, roles)
+        module = module_class(params)
+        try:
+            collected = collect(module, params)
+        except CollectError as exc:
+            return [_check(host, TIER, "rdma.device", "failed", f"cannot read the host's fabric: {exc}")], None
+        except Exit as done:
+            message = f"cannot read the host's fabric: {done.result.get('msg')}"
+            return [_check(host, TIER, "rdma.device", "failed", message)], None
+    if inputs is None:
+        gpudirect = (applied.get("rdma_modules") or {}).get("gpudirect")
+        inputs = {
+            "gpudirect": gpudirect if isinstance(gpudirect, dict) and gpudirect.get("mode") else None,
+            "allowed_debug": (roles.get("nccl") or {}).get("allow_debug_variables") or [],
+            "require_pfc": (roles.get("roce_qos") or {}).get("require_pfc", False),
+            "declared_roce": [],  # the RoCE QoS is judged by drift.roce_qos, with the role's own code
+        }
+    if expected is None:
+        expected = {"rate_gbps": validate.get("expected_rate_gbps"), "active_mtu": validate.get("expected_active_mtu")}
     # Not asked here (the inventory asks from another host): each InfiniBand port's sm.master is skipped, saying so.
     record = with_sm(collected_record(collected, inputs), collected.get("sminfo") or [], host)
-    expected = {"rate_gbps": validate.get("expected_rate_gbps"), "active_mtu": validate.get("expected_active_mtu")}
     return health_checks(host, record, expected), collected["versions"]
 
 
@@ -400,9 +405,9 @@ def pattern_errors(patterns, variable):
     return errors
 
 
-def run_checks(document, only=(), skip=(), module_class=NodeModule):
+def run_checks(document, only=(), skip=(), module_class=NodeModule, **given):
     """(checks, versions): every check of the host whose intent is ``document``, in order (drift per role, then
-    health), and the software versions read."""
+    health), and the software versions read. ``given``: health's ``collected``, ``inputs`` and ``expected``."""
     host = document.get("host") or os.uname().nodename
     roles = document.get("roles") or {}
     checks, applied = [], {}
@@ -421,7 +426,7 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule):
             checks.append(opensm_drift(host, roles["opensm"], module_class({})))
         else:
             checks.append(_check(host, TIER, "drift.opensm", "skipped", "skipped: drift.opensm is not selected"))
-    judged, versions = health(host, roles, applied, module_class)
+    judged, versions = health(host, roles, applied, module_class, **given)
     if "opensm" in roles:
         judged = judged + subnet_manager_checks(host, roles["opensm"], module_class({}))
     for check in judged:
@@ -431,6 +436,40 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule):
             )
         checks.append(check)
     return checks, versions
+
+
+def read_intent(path):
+    """(document, problems): the host's intent file, and what makes it unusable (intent.errors)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, ValueError) as exc:
+        return None, [f"cannot read the intent {path}: {exc}; run site.yml (gpucluster.fabric.intent)"]
+    return document, intent_file.errors(document)
+
+
+def validate_checks(host, collected, inputs, expected, intent_path=intent_file.PATH, module_class=NodeModule):
+    """Role fabric_validate's health tier, which is the node check: run_checks on what module fabric_validate_collect
+    read (``collected``), judged with the play's ``inputs`` and ``expected``, and, where site.yml wrote the host's
+    intent, the drift of every setting the roles manage. Without an intent one skipped ``intent`` check says that
+    the settings were not compared; an intent that cannot be read or used fails it."""
+    document, lead = {"host": host, "roles": {}}, []
+    if not os.path.exists(intent_path):
+        message = (
+            f"skipped: no intent at {intent_path}: the settings the roles manage are not compared (site.yml writes "
+            "it, with playbook gpucluster.fabric.intent)"
+        )
+        lead.append(_check(host, TIER, "intent", "skipped", message))
+    else:
+        found, problems = read_intent(intent_path)
+        if problems:
+            lead.append(_check(host, TIER, "intent", "failed", "; ".join(problems)))
+        else:
+            document = dict(found, host=host)
+    checks, _versions = run_checks(
+        document, module_class=module_class, collected=collected, inputs=inputs, expected=expected
+    )
+    return lead + checks
 
 
 # --- Slurm: drain a node whose fabric fails, resume only the nodes it drained ------------------------------------
@@ -589,13 +628,8 @@ def check_node(intent_path=intent_file.PATH, config=None, module_class=NodeModul
     config = dict(CONFIG_DEFAULTS, **(config or {}))
     started = clock()
     report = {"schema": SCHEMA, "host": os.uname().nodename, "started": started}
-    problems = pattern_errors(config["only"], "only") + pattern_errors(config["skip"], "skip")
-    try:
-        with open(intent_path, encoding="utf-8") as handle:
-            document = json.load(handle)
-        problems += intent_file.errors(document)
-    except (OSError, ValueError) as exc:
-        problems.append(f"cannot read the intent {intent_path}: {exc}; run site.yml (gpucluster.fabric.intent)")
+    document, problems = read_intent(intent_path)
+    problems = pattern_errors(config["only"], "only") + pattern_errors(config["skip"], "skip") + problems
     if problems:
         report.update(status="error", reason="intent: " + "; ".join(problems), checks=None, summary=None)
     else:

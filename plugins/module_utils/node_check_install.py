@@ -60,6 +60,30 @@ def input_errors(interval, timer, only, skip):
     return errors
 
 
+# The settings input_errors judges, naming the variable and the fix: the validator's own message about them is left
+# out (it would say the same twice, in the module's words).
+JUDGED = ("interval", "timer", "only", "skip")
+
+
+def checked_settings(arguments):
+    """(settings, errors): the node check's settings as module node_check receives them (ArgumentSpecValidator with
+    ARGUMENT_SPEC: defaulted and typed; a list given as a comma-separated string is split and stripped) and every
+    problem with them. The one check of these settings: the site preflight and module fabric_intent call it."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(arguments))
+    checked = dict(validated.validated_parameters)
+    for name in ("only", "skip"):
+        if isinstance(checked.get(name), list):
+            checked[name] = [p.strip() if isinstance(p, str) else p for p in checked[name]]
+    errors = [
+        f"node_check: {message}"
+        for message in validated.error_messages
+        if not any(message.startswith(f"argument '{name}' ") for name in JUDGED)
+    ]
+    return checked, errors + input_errors(checked["interval"], checked["timer"], checked["only"], checked["skip"])
+
+
 def package_sources():
     """{file path: source} of node_check.py and every module it imports, transitively (relative imports), laid out
     as below module_utils: ``node_check.py``, a package's ``fabric_checks/__init__.py`` and its modules."""

@@ -54,7 +54,6 @@ node_check:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import intent as rules  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import node_check_install  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import (  # noqa: E402
@@ -83,12 +82,9 @@ def main():
     # anything is written.
     arguments = (params["intent"].get("roles") or {}).get("node_check")
     if arguments is not None:
-        validated = ArgumentSpecValidator(node_check_install.ARGUMENT_SPEC).validate(dict(arguments))
-        checked = dict(validated.validated_parameters, root=params["root"])
-        apply.refuse(
-            list(validated.error_messages)
-            + node_check_install.input_errors(checked["interval"], checked["timer"], checked["only"], checked["skip"])
-        )
+        checked, errors = node_check_install.checked_settings(arguments)
+        apply.refuse(errors)
+        checked["root"] = params["root"]
     apply.file(params["path"], rules.render(rules.redact(params["intent"])), mode=rules.MODE)
     if arguments is not None:
         result["node_check"] = node_check_install.install(module, apply, checked)

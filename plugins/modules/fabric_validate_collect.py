@@ -73,6 +73,14 @@ options:
         it) - C(gpudirect), C(allowed_debug), C(require_pfc), C(declared_roce), C(rdma), C(nccl) and
         C(sm_query_host). With it, the result has RV(record) and RV(sm_query_host).
     type: dict
+  health:
+    description:
+      - Judge the health tier here, as the node check (M(gpucluster.fabric.node_check)) judges it, and return
+        RV(checks) - C(expected) (C(rate_gbps), C(active_mtu)) is what the ports must reach. The action plugin adds
+        C(host) and the O(record)'s inputs. Where the host's intent (C(intent), by default
+        C(/etc/gpucluster/fabric.json)) exists (site.yml writes it), the checks include the drift of every setting the
+        collection manages, read in check mode.
+    type: dict
 extends_documentation_fragment:
   - gpucluster.fabric.role_checks
   - gpucluster.fabric.attributes
@@ -130,6 +138,14 @@ sminfo:
   returned: with sm_query
   type: list
   elements: dict
+checks:
+  description:
+    - With O(health), the health tier's check records (host, tier, check, status, measured, threshold, unit,
+      message), as the node check writes them; each InfiniBand port's C(sm.master) is judged again on the controller
+      where its subnet manager was asked from another host.
+  returned: with health
+  type: list
+  elements: dict
 record:
   description:
     - The host's record as role fabric_validate's report judges it (an entry of C(report.json)'s C(hosts)); with
@@ -153,6 +169,8 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_collect i
     CollectError,
     collect,
 )
+from ansible_collections.gpucluster.fabric.plugins.module_utils.intent import PATH as INTENT_PATH  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.node_check import validate_checks  # noqa: E402
 
 
 def main():
@@ -161,6 +179,15 @@ def main():
         result = collect(module, module.params)
     except CollectError as exc:
         module.fail_json(msg=str(exc), **exc.result)
+    health = module.params["health"]
+    if health is not None:
+        result["checks"] = validate_checks(
+            health.get("host") or "localhost",
+            result,
+            health.get("inputs") or {},
+            health.get("expected") or {},
+            health.get("intent") or INTENT_PATH,
+        )
     module.exit_json(changed=False, **result)
 
 

@@ -14,7 +14,6 @@ later steps would trip on what it could not read), as a role's own tasks would s
 """
 
 import base64
-import contextlib
 from pathlib import Path
 
 from ansible.errors import AnsibleError
@@ -363,14 +362,8 @@ class Checks:
 
     def _check_node_check(self, rv):
         args = rv.task_args("main.yml", "gpucluster.fabric.node_check")
-        interval, timer = args["interval"], args["timer"]
-        interval = int(interval) if isinstance(interval, str) and interval.strip().isdigit() else interval
-        with contextlib.suppress(TypeError):  # not a boolean: the rule says what is wrong with it
-            timer = boolean(timer, strict=True)
-        only, skip = (
-            [p.strip() for p in v.split(",")] if isinstance(v, str) else v for v in (args["only"], args["skip"])
-        )
-        return [f"{self.host}: {error}" for error in node_check_install.input_errors(interval, timer, only, skip)]
+        _settings, errors = node_check_install.checked_settings(args)
+        return [f"{self.host}: {error}" for error in errors]
 
     def _check_fabric_validate(self, rv):
         errors = rv.expression("__fabric_validate_inputs | gpucluster.fabric.fabric_preflight_errors")
@@ -439,8 +432,13 @@ class CheckedApplierAction(RoleChecksMixin):
         if nothing is not None:
             result.update(nothing)
             return result
+        args = self._module_args(args, own, task_vars)
         result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))
         return self._finish(result, own)
+
+    def _module_args(self, args, own, task_vars):
+        """The module's arguments, from the task's (``args``) and the action's own."""
+        return args
 
     def _finish(self, result, own):
         """The task's result from the module's and the action's own arguments."""

@@ -8,9 +8,11 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     expected_interface_mtus,
     failure_lines,
     fleet_version_checks,
+    health_checks,
     host_record,
     measurements_errors,
     merge_thresholds,
+    node_judged_checks,
     outlier_checks,
     perftest_argv,
     plot_series,
@@ -868,3 +870,30 @@ def test_rdma_attempts_must_be_a_whole_number_from_one(attempts):
     errors = preflight_errors(["rdma"], {}, [], ["gpu1"], rdma_attempts=attempts)
     assert any(e.startswith(f"fabric_validate_rdma_attempts={attempts!r} must be a whole number") for e in errors)
     assert preflight_errors(["rdma"], {}, [], ["gpu1"], rdma_attempts="3") == []
+
+
+def test_the_node_judges_the_health_tier_and_the_controller_the_answers_asked_from_elsewhere():
+    """The health tier of role fabric_validate is what the node judged (node_check.validate_checks, registered in
+    the record's node_check). Where the port's subnet manager was asked from another host, the record's ``sm`` holds
+    the answers and each port's sm.master is judged from them, in its place; without ``sm`` (the fleet check) the
+    node's verdicts stand."""
+    record = collected_record(
+        {"ib": _ibsim("active"), "gpu": {"gpu_present": False}, "versions": {}, "roce_qos": {}, "interfaces": []},
+        {"gpudirect": None},
+    )
+    on_node = health_checks("gpu1", with_sm(record, [], "gpu1"), {})
+    sm = [c["check"] for c in on_node if c["check"].startswith("sm.master[")]
+    assert sm and all(c["status"] == "skipped" for c in on_node if c["check"] in sm)
+    drift = {"host": "gpu1", "tier": "health", "check": "drift.nccl", "status": "passed"}
+    node = {"report": {"checks": [drift, *on_node]}}
+    # The fleet check's record: the node's checks as they are, under the inventory's name.
+    renamed = [dict(c, host="gpu-01") for c in node["report"]["checks"]]
+    assert node_judged_checks("gpu-01", {"node_check": node}) == renamed
+    line = "sminfo: sm lid 1 sm guid 0x2c903000a1b2c, activity count 210 priority 0 state 3 SMINFO_MASTER"
+    ports = sm_query_ports(record["ib"])
+    answers = [{"item": p, "rc": 0, "stdout": line, "stderr": ""} for p in ports]
+    asked = with_sm(dict(record, node_check=node), answers, "sm1")
+    judged = node_judged_checks("gpu1", asked)
+    assert [c["check"] for c in judged] == [c["check"] for c in node["report"]["checks"]]
+    by_name = {c["check"]: c for c in judged}
+    assert all(by_name[name]["status"] == "passed" and "(asked from sm1)" in by_name[name]["message"] for name in sm)

@@ -27,6 +27,7 @@ from .health import (  # noqa: F401
     health_checks,
     host_record,
     node_check_records,
+    node_judged_checks,
     roce_qos_health,
     sm_query_records,
     subnet_manager_checks,

@@ -9,7 +9,7 @@ import statistics
 
 from ..nccl_tests import parse_nccl_tests, primary
 from ..perftest import summarize_perftest_run
-from .health import health_checks, node_check_records
+from .health import health_checks, node_judged_checks
 from .nccl import nccl_checks, nccl_runs
 from .rdma import rdma_checks
 from .record import _check
@@ -147,8 +147,8 @@ def evaluate(hosts, config):
         )
     for host in sorted(hosts):
         data = hosts[host] or {}
-        if "health" in tiers and "node_check" in data:  # the fleet check: what the node judged itself
-            checks.extend(node_check_records(host, data["node_check"]))
+        if "health" in tiers and data.get("node_check") is not None:  # judged on the node (node check, collection)
+            checks.extend(node_judged_checks(host, data))
         elif "health" in tiers:
             checks.extend(health_checks(host, data, config.get("expected") or {}))
         if "rdma" in tiers:

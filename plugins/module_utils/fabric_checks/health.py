@@ -399,3 +399,17 @@ def node_check_records(host, data):
         "and installs the check (role node_check)"
     )
     return [_check(host, "health", "node_check", "failed", message)]
+
+
+def node_judged_checks(host, data):
+    """The health tier of one host, as its node judged it (``data['node_check']``): the fleet check's node check, or
+    role fabric_validate's collection, which runs the same code (node_check.validate_checks). Where the record also
+    holds the sminfo answers (``sm``: role fabric_validate asked them, from another host where
+    fabric_validate_sm_query_host says so), each port's ``sm.master`` is judged from those here, in its place."""
+    checks = node_check_records(host, data["node_check"])
+    if data.get("sm") is None:
+        return checks
+    answered = subnet_manager_checks(host, data)
+    kept = [c for c in checks if not c["check"].startswith("sm.master[")]
+    at = next((i for i, c in enumerate(checks) if c["check"].startswith("sm.master[")), len(checks))
+    return kept[:at] + answered + kept[at:]

@@ -113,7 +113,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 # from what the collection registered (a run without measured tiers).
 RECORD_KEYS = {
     "ib", "port_reads", "gpu", "gpudirect", "nccl_conf", "versions", "roce_qos", "interfaces", "sm", "rdma",
-    "rdma_served", "nccl",
+    "rdma_served", "nccl", "node_check",
 }  # fmt: skip
 
 
@@ -156,6 +156,10 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
     assert by_check[("vm1", "nccl.conf")]["status"] == "failed"
     assert by_check[("bare", "rdma.device")]["message"] == "skipped: no RDMA device"
     assert by_check[("vm1", "interface.mtu[eth1]")]["measured"] == 4200
+    # The health tier is the node check's, judged where the module read: these hosts have no intent (site.yml writes
+    # one), so the settings the roles manage are not compared, and the report says so.
+    assert by_check[("vm1", "intent")]["status"] == "skipped", "an intent at /etc/gpucluster/fabric.json here?"
+    assert report["hosts"]["vm2"]["node_check"]["report"]["checks"][0]["check"] == "intent"
     assert report["hosts"]["vm1"]["gpu"]["gpus"][0]["name"] == "NVIDIA H200"
     assert report["hosts"]["vm1"]["nccl_conf"]["content"] == "NCCL_IB_HCA==rxe0\nNCCL_ALGO=Ring\n"
     assert report["hosts"]["vm2"]["nccl_conf"]["content"] is None

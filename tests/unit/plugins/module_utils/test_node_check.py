@@ -71,6 +71,20 @@ def test_unknown_check_names_and_bad_intervals_are_refused_naming_the_variable()
     assert install.input_errors(10, False, [], []) == []
 
 
+def test_the_settings_are_checked_once_as_the_module_receives_them():
+    """checked_settings, which the preflight and module fabric_intent both call: the module's own types (a digit
+    string is a number, "yes" a boolean, a comma-separated string a list, stripped), one message per bad value,
+    naming the variable, and an option the module does not have refused by name."""
+    settings, errors = install.checked_settings({"interval": "20", "timer": "yes", "only": "port.rate, port.state"})
+    assert errors == [] and settings["interval"] == 20 and settings["timer"] is True
+    assert settings["only"] == ["port.rate", "port.state"] and settings["skip"] == []
+    _settings, errors = install.checked_settings({"interval": "abc", "timer": "maybe", "nope": 1})
+    assert len(errors) == 3, errors
+    assert errors[0].startswith("node_check: nope. Supported parameters include:")
+    assert errors[1].startswith("node_check_interval='abc' is not a number of seconds")
+    assert errors[2].startswith("node_check_timer='maybe' is not a boolean")
+
+
 def _check(name, status, message="m"):
     return {"check": name, "status": status, "message": message}
 

@@ -55,3 +55,56 @@ def test_without_sm_query_nothing_is_asked(tmp_path, monkeypatch):
     result = _process.run_module("fabric_validate_collect", tmp_path, root=ACTIVE, settle_seconds=0)
     assert result.get("failed") is not True, result
     assert "sminfo" not in result and not calls.exists()
+
+
+def test_the_health_tier_is_the_node_checks_with_drift_where_the_host_has_an_intent(tmp_path, monkeypatch):
+    """With ``health``, the module judges the health tier with the node check's code (node_check.validate_checks):
+    without an intent the ``intent`` check is skipped, saying so; with one, every role it names is compared in check
+    mode first (here rdma_modules, whose persisted module list is missing from the tree: drift.rdma_modules fails)."""
+    bin_dir, _calls = _fake_sminfo(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    health = {"host": "gpu1", "expected": {"rate_gbps": 0, "active_mtu": 2048}, "inputs": {}}
+    args = {"root": ACTIVE, "settle_seconds": 0, "sm_query": True, "sm_query_timeout": 5}
+    missing = str(tmp_path / "absent.json")
+    result = _process.run_module("fabric_validate_collect", tmp_path, health=dict(health, intent=missing), **args)
+    assert result.get("failed") is not True, result
+    by_name = {c["check"]: c for c in result["checks"]}
+    assert by_name["intent"]["status"] == "skipped" and f"no intent at {missing}" in by_name["intent"]["message"]
+    assert not [name for name in by_name if name.startswith("drift.")]
+    ports = [name for name in by_name if name.startswith("port.state[")]
+    assert ports and all(by_name[name]["status"] == "passed" for name in ports), by_name
+    assert all(c["host"] == "gpu1" and c["tier"] == "health" for c in result["checks"])
+    # The SM answered MASTER for every port asked: judged here the same way as on the controller.
+    assert [c["status"] for name, c in by_name.items() if name.startswith("sm.master[")] == ["passed"] * len(ports)
+
+    tree = tmp_path / "tree"
+    (tree / "sys" / "module" / "ib_core").mkdir(parents=True)
+    intent = tmp_path / "fabric.json"
+    intent.write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "host": "gpu1",
+                "roles": {
+                    "rdma_modules": {
+                        "core_modules": ["ib_core"],
+                        "mode": "none",
+                        "hca_detect": False,
+                        "root": str(tree),
+                    }
+                },
+            }
+        )
+    )
+    result = _process.run_module("fabric_validate_collect", tmp_path, health=dict(health, intent=str(intent)), **args)
+    names = [c["check"] for c in result["checks"]]
+    assert names[0] == "drift.rdma_modules" and "intent" not in names, names
+    drift = result["checks"][0]
+    assert drift["status"] == "failed" and "gpucluster-rdma.conf: it is missing" in drift["message"], drift
+    # The rest is the same health tier as without the intent.
+    assert names[1:] == [name for name in by_name if name != "intent"]
+
+    intent.write_text("{not json")
+    result = _process.run_module("fabric_validate_collect", tmp_path, health=dict(health, intent=str(intent)), **args)
+    first = result["checks"][0]
+    assert first["check"] == "intent" and first["status"] == "failed" and "cannot read the intent" in first["message"]
