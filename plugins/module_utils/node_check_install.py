@@ -167,9 +167,9 @@ def config(params):
 
 def run(module):
     """Module node_check: the code, its configuration and units where they differ; the timer as asked."""
-    params = module.params
+    params, errors = checked_settings(module.params)
     apply = Applier(module)
-    apply.refuse(input_errors(params["interval"], params["timer"], params["only"], params["skip"]))
+    apply.refuse(errors)
     result = {"command": COMMAND, "unit": f"{UNIT}.timer"}
     if params["state"] == "checked":
         module.exit_json(changed=False, changes=[], **result)

@@ -50,16 +50,17 @@ def test_with_role_node_check_the_same_call_installs_the_check_below_the_tree(tm
     code, the launcher, its configuration and units, once; a tree (root other than /) leaves systemd alone."""
     root = tmp_path / "root"
     root.mkdir()
-    intent = {**INTENT, "roles": {**INTENT["roles"], "node_check": {"interval": 60, "skip": ["port.rate"]}}}
+    # As an inventory may write it: the list as one string, the number as a string (the module's own types).
+    intent = {**INTENT, "roles": {**INTENT["roles"], "node_check": {"interval": "60", "skip": "port.rate, drift.nccl"}}}
     first = run_module(tmp_path, root=str(root), intent=intent)
     assert first["changed"] is True and first["node_check"]["unit"] == "gpucluster-fabric-check.timer"
     library = root / "usr/local/lib/gpucluster-fabric/gpucluster_fabric_check"
     assert (library / "node_check.py").is_file() and (library / "fabric_checks" / "health.py").is_file()
     assert (os.stat(root / "usr/local/sbin/gpucluster-fabric-check").st_mode & 0o777) == 0o755
-    assert json.loads((root / "etc/gpucluster/fabric-check.json").read_text())["skip"] == ["port.rate"]
+    assert json.loads((root / "etc/gpucluster/fabric-check.json").read_text())["skip"] == ["port.rate", "drift.nccl"]
     assert "OnUnitActiveSec=60" in (root / "etc/systemd/system/gpucluster-fabric-check.timer").read_text()
     assert run_module(tmp_path, root=str(root), intent=intent)["changed"] is False
     bad = {**INTENT, "roles": {"node_check": {"interval": 0}}}
     refused = run_module(tmp_path, root=str(root), intent=bad)
     assert refused["failed"] is True and "gpu1: node_check_interval=0 is not a number of seconds" in refused["msg"]
-    assert json.loads((root / FILE).read_text())["roles"]["node_check"] == {"interval": 60, "skip": ["port.rate"]}
+    assert json.loads((root / FILE).read_text())["roles"]["node_check"] == intent["roles"]["node_check"]
