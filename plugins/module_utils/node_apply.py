@@ -5,7 +5,7 @@ spec (plugins/module_utils/host_checks.py runs it), in order, and a step that fa
 role's tasks would have stopped there.
 """
 
-from . import cuda_repo_probe, fabric_interfaces_apply, nccl, rdma_core, rdma_modules, roce_qos_node
+from . import cuda_repo_probe, fabric_interfaces_apply, nccl, opensm_apply, rdma_core, rdma_modules, roce_qos_node
 
 
 def _changes(args):
@@ -23,6 +23,7 @@ APPLIERS = {
         fabric_interfaces_apply.run,
         _changes,
     ),
+    "gpucluster.fabric.opensm": (opensm_apply.ARGUMENT_SPEC, opensm_apply.run, _changes),
     "gpucluster.fabric.roce_qos": (
         roce_qos_node.ARGUMENT_SPEC,
         roce_qos_node.run,

@@ -28,11 +28,9 @@ import tempfile
 import time
 import traceback
 
-from . import dpkg
 from . import intent as intent_file
-from .applier import Applier
 from .fabric_checks import check as _check
-from .fabric_checks import collected_record, expected_interface_mtus, health_checks, with_sm
+from .fabric_checks import collected_record, expected_interface_mtus, health_checks, sm_verdict, with_sm
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
 from .fabric_collect import CollectError, collect
 from .node_apply import APPLIERS
@@ -50,7 +48,6 @@ STATES = ("passed", "failed", "skipped")
 DRIFT_ROLES = tuple(sorted(name.rsplit(".", 1)[-1] for name in APPLIERS))
 FAMILIES = (
     *(f"drift.{role}" for role in DRIFT_ROLES),
-    "drift.opensm",
     "rdma.device",
     "port.state",
     "port.rate",
@@ -232,7 +229,9 @@ def drift_check(host, role, args, module_class=NodeModule):
     """(check record, the applier's result): ``drift.<role>``, from the role's applier in check mode."""
     name = f"drift.{role}"
     spec, run, *_rest = APPLIERS[f"gpucluster.fabric.{role}"]
-    arguments = dict(args or {})
+    # A role whose intent holds more than its applier's arguments keeps those under ``applier`` (opensm: its unit
+    # and diagnostics' environment beside what its task writes).
+    arguments = dict((args or {}).get("applier", args or {}))
     if "state" in spec:
         arguments["state"] = "present"
     try:
@@ -313,37 +312,6 @@ def health(host, roles, applied, module_class=NodeModule, collected=None, inputs
     return health_checks(host, record, expected), collected["versions"]
 
 
-def opensm_drift(host, opensm, module):
-    """``drift.opensm``: the files role opensm writes (partitions.conf, the service defaults, the unit drop-in) hold
-    what its task rendered, its packages are installed, and opensm.conf, which holds the keys and is not in the
-    intent, exists and is root's only (its content is not compared)."""
-    args = opensm["applier"]
-    apply = Applier(module, root=args.get("root") or "/")  # a tree in tests
-    for key in ("partitions", "defaults", "dropin"):
-        if args.get(f"{key}_file"):
-            apply.file(args[f"{key}_file"], args.get(key) or "")
-    lines = [f"{change['what']}: {change['why']}" for change in apply.changes]
-    conf = args.get("conf_file")
-    if conf:
-        try:
-            mode = os.stat(apply.path(conf)).st_mode & 0o7777
-            if mode != 0o600:
-                lines.append(f"{conf}: mode {mode:04o}, not 0600 (it holds the keys)")
-        except FileNotFoundError:
-            lines.append(f"{conf}: it is missing")
-    lines += [
-        f"package {name}: not installed"
-        for name in dpkg.apt_state(apply.path, args.get("packages") or [])["packages_missing"]
-    ]
-    if lines:
-        message = (
-            f"opensm differs from the intent: {'; '.join(lines)}; run the collection again (--tags opensm) to put it "
-            "back (a partitions change is applied with SIGHUP, no restart), or change the inventory if it is wanted"
-        )
-        return _check(host, TIER, "drift.opensm", "failed", message, len(lines), 0, "changes")
-    return _check(host, TIER, "drift.opensm", "passed", "opensm's files are as the intent says", 0, 0, "changes")
-
-
 def subnet_manager_checks(host, opensm, module):
     """On a subnet manager (role opensm in the intent): its OpenSM unit runs (``opensm.running``), and a master
     subnet manager answers sminfo from this host (``sm.master``), with the diagnostics' environment the inventory
@@ -364,20 +332,8 @@ def subnet_manager_checks(host, opensm, module):
     rc, out, err = module.run_command(
         [timeout, str(SM_QUERY_TIMEOUT), "sminfo"], environ_update=dict(opensm.get("diag_environment") or {})
     )
-    kind, detail = sminfo_outcome(rc, out, err)
-    if kind == "answered":
-        master = detail["master"]
-        message = (
-            f"the subnet manager at SM LID {detail['lid']} (GUID {detail['guid']}, priority {detail['priority']}) "
-            f"answers in state {detail['state_name']}"
-            + ("" if master else ": the fabric has no master; check every subnet manager (sminfo, systemctl)")
-        )
-        checks.append(_check(host, TIER, "sm.master", "passed" if master else "failed", message, detail["state_name"]))
-    elif kind in ("not_installed", "cannot_query"):
-        checks.append(_check(host, TIER, "sm.master", "skipped", f"skipped: sminfo cannot ask from here: {detail}"))
-    else:
-        message = f"no subnet manager answers sminfo from {host} ({kind}: {detail}): is OpenSM running?"
-        checks.append(_check(host, TIER, "sm.master", "failed", message, "no answer", "SMINFO_MASTER"))
+    status, message, measured = sm_verdict("the fabric", sminfo_outcome(rc, out, err), host, host)
+    checks.append(_check(host, TIER, "sm.master", status, message, measured, "SMINFO_MASTER"))
     return checks
 
 
@@ -421,11 +377,6 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule, **given):
         check, result = drift_check(host, role, roles[role], module_class)
         checks.append(check)
         applied[role] = result
-    if "opensm" in roles and roles["opensm"].get("applier"):
-        if selected("drift.opensm", only, skip):
-            checks.append(opensm_drift(host, roles["opensm"], module_class({})))
-        else:
-            checks.append(_check(host, TIER, "drift.opensm", "skipped", "skipped: drift.opensm is not selected"))
     judged, versions = health(host, roles, applied, module_class, **given)
     if "opensm" in roles:
         judged = judged + subnet_manager_checks(host, roles["opensm"], module_class({}))

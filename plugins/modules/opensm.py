@@ -46,9 +46,11 @@ options:
     type: path
     required: true
   conf:
-    description: The content of C(opensm.conf), keys included; never logged or shown.
+    description:
+      - The content of C(opensm.conf), keys included; never logged or shown.
+      - Without it, C(opensm.conf) must exist; only its mode is put back to C(0600) (the node check compares it this
+        way, in check mode, as the host's intent never holds the keys). A missing file then fails.
     type: str
-    required: true
   defaults_file:
     description: Where the service defaults (the bound port) go.
     type: path
@@ -133,69 +135,11 @@ apt_indexes:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import dpkg  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier  # noqa: E402
-
-
-def unit_state(module, unit):
-    """(was_running, main PID) from `systemctl show`; a tree (tests) or a host without systemctl runs nothing."""
-    systemctl = module.get_bin_path("systemctl") if module.params["root"] == "/" else None
-    if not systemctl:
-        return False, 0
-    _rc, out, _err = module.run_command(
-        [systemctl, "show", "--property=ActiveState", "--property=MainPID", unit], environ_update={"LC_ALL": "C"}
-    )
-    fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    pid = int(fields.get("MainPID") or 0) if (fields.get("MainPID") or "0").isdigit() else 0
-    return fields.get("ActiveState") == "active" and pid > 0, pid
+from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_apply import ARGUMENT_SPEC, run  # noqa: E402
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            **APPLIER_ARGUMENTS,
-            "unit": {"type": "str", "required": True},
-            "directories": {"type": "list", "elements": "path", "default": []},
-            "partitions_file": {"type": "path", "required": True},
-            "partitions": {"type": "str", "required": True},
-            "conf_file": {"type": "path", "required": True},
-            "conf": {"type": "str", "required": True, "no_log": True},
-            "defaults_file": {"type": "path", "required": True},
-            "defaults": {"type": "str", "required": True},
-            "dropin_file": {"type": "path", "required": True},
-            "dropin": {"type": "str", "required": True},
-            "packages": {"type": "list", "elements": "str", "default": []},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
-    apply = Applier(module)
-    was_running, pid = unit_state(module, params["unit"])
-    packages = dpkg.apt_state(apply.path, params["packages"])
-    if params["state"] == "checked":  # read only
-        module.exit_json(changed=False, changes=[], was_running=was_running, pid_before=pid, **packages)
-    for directory in params["directories"]:
-        apply.directory(directory)
-
-    def changed_by(write):
-        before = len(apply.changes)
-        write()
-        return len(apply.changes) > before
-
-    partitions = changed_by(lambda: apply.file(params["partitions_file"], params["partitions"]))
-    conf = changed_by(lambda: apply.file(params["conf_file"], params["conf"], mode=0o600, secret=True))
-    defaults = changed_by(lambda: apply.file(params["defaults_file"], params["defaults"]))
-    dropin = changed_by(lambda: apply.file(params["dropin_file"], params["dropin"]))
-    result = {
-        "was_running": was_running,
-        "pid_before": pid,
-        "partitions_changed": partitions,
-        "config_changed": conf or defaults or dropin,
-        "dropin_changed": dropin,
-        **packages,
-    }
-    module.exit_json(**apply.report(result))
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from .health import (  # noqa: F401
     node_judged_checks,
     roce_qos_health,
     sm_query_records,
+    sm_verdict,
     subnet_manager_checks,
     with_sm,
 )

@@ -231,34 +231,41 @@ def subnet_manager_checks(host, data):
             checks.append(one("skipped", f"skipped: the subnet manager of {name} was not queried"))
             continue
         query_host = record.get("query_host") or host
-        where = "" if query_host == host else f" (asked from {query_host})"
-        kind, detail = sminfo_outcome(record.get("rc"), record.get("stdout"), record.get("stderr"))
-        said = f"; {detail}" if str(detail).startswith("sminfo") else f"; sminfo: {detail}" if detail else ""
-        if kind == "answered" and detail["master"]:
-            message = (
-                f"{name}: the master SM answers at SM LID {detail['lid']} (GUID {detail['guid']}, priority "
-                f"{detail['priority']}, activity count {detail['activity_count']}){where}"
-            )
-            checks.append(one("passed", message, detail["state_name"]))
-        elif kind == "answered":
-            message = (
-                f"{name}: the SM at SM LID {detail['lid']} (GUID {detail['guid']}, priority {detail['priority']}) "
-                f"answers in state {detail['state_name']}, not SMINFO_MASTER{where}: the fabric has no master SM "
-                "where the port expects it; check the subnet managers (sminfo, systemctl status opensm)"
-            )
-            checks.append(one("failed", message, detail["state_name"]))
-        elif kind == "not_installed":
-            message = f"skipped: sminfo not found on {query_host}: install infiniband-diags to ask the subnet manager"
-            checks.append(one("skipped", message))
-        elif kind == "cannot_query":
-            checks.append(one("skipped", f"skipped: sminfo cannot query {name} from {query_host}{said}"))
-        elif kind == "no_sm_lid":
-            checks.append(one("failed", f"{name}: sminfo finds no SM LID to ask{where}: {SM_HINT}{said}", "SM LID 0"))
-        else:
-            said = "; sminfo timed out" if kind == "timeout" else said
-            message = f"{name}: no subnet manager answers at SM LID {sm_lid}{where}: {SM_HINT}{said}"
-            checks.append(one("failed", message, "no answer"))
+        outcome = sminfo_outcome(record.get("rc"), record.get("stdout"), record.get("stderr"))
+        checks.append(one(*sm_verdict(name, outcome, query_host, host, f"at SM LID {sm_lid}")))
     return checks
+
+
+def sm_verdict(subject, outcome, query_host, host, where_asked=""):
+    """(status, message, measured) of one sminfo answer (sminfo_outcome's (kind, detail)) about ``subject`` (a port,
+    or a subnet manager asking its fabric), asked on ``query_host`` for ``host``: the one judgement of check
+    sm.master, for each port (subnet_manager_checks) and on a subnet manager (node_check)."""
+    kind, detail = outcome
+    where = "" if query_host == host else f" (asked from {query_host})"
+    said = f"; {detail}" if str(detail).startswith("sminfo") else f"; sminfo: {detail}" if detail else ""
+    if kind == "answered" and detail["master"]:
+        message = (
+            f"{subject}: the master SM answers at SM LID {detail['lid']} (GUID {detail['guid']}, priority "
+            f"{detail['priority']}, activity count {detail['activity_count']}){where}"
+        )
+        return "passed", message, detail["state_name"]
+    if kind == "answered":
+        message = (
+            f"{subject}: the SM at SM LID {detail['lid']} (GUID {detail['guid']}, priority {detail['priority']}) "
+            f"answers in state {detail['state_name']}, not SMINFO_MASTER{where}: the fabric has no master SM "
+            "where it is expected; check the subnet managers (sminfo, systemctl status opensm)"
+        )
+        return "failed", message, detail["state_name"]
+    if kind == "not_installed":
+        message = f"skipped: sminfo not found on {query_host}: install infiniband-diags to ask the subnet manager"
+        return "skipped", message, None
+    if kind == "cannot_query":
+        return "skipped", f"skipped: sminfo cannot query {subject} from {query_host}{said}", None
+    if kind == "no_sm_lid":
+        return "failed", f"{subject}: sminfo finds no SM LID to ask{where}: {SM_HINT}{said}", "SM LID 0"
+    said = "; sminfo timed out" if kind == "timeout" else said
+    asked = f" {where_asked}" if where_asked else ""
+    return "failed", f"{subject}: no subnet manager answers{asked}{where}: {SM_HINT}{said}", "no answer"
 
 
 def _gpu_health(host, data):

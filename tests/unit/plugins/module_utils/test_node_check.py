@@ -368,7 +368,8 @@ def test_a_subnet_manager_checks_its_unit_and_asks_for_the_master_with_its_envir
     host = _Host({"systemctl": (0, "active\n", ""), "sminfo": master})
     checks = {c["check"]: c for c in node_check.subnet_manager_checks("sm1", opensm, host)}
     assert checks["opensm.running"]["status"] == "passed"
-    assert checks["sm.master"]["status"] == "passed" and "SMINFO_MASTER" in checks["sm.master"]["message"]
+    assert checks["sm.master"]["status"] == "passed" and checks["sm.master"]["measured"] == "SMINFO_MASTER"
+    assert checks["sm.master"]["message"].startswith("the fabric: the master SM answers at SM LID 1 (GUID ")
     assert host.calls[1] == (["/usr/bin/timeout", "5", "sminfo"], {"LD_PRELOAD": "umad2sim.so"})
     stopped = (255, (SMINFO / "sm-stopped.stdout").read_text(), (SMINFO / "sm-stopped.stderr").read_text())
     host = _Host({"systemctl": (3, "inactive\n", ""), "sminfo": stopped})
@@ -381,9 +382,13 @@ def test_a_subnet_manager_checks_its_unit_and_asks_for_the_master_with_its_envir
     assert checks["sm.master"]["status"] == "failed" and "is OpenSM running?" in checks["sm.master"]["message"]
 
 
-def test_opensm_drift_compares_the_rendered_files_and_only_the_mode_of_the_keys_file(tmp_path):
+def test_opensm_drift_is_the_role_applier_comparing_files_and_only_the_mode_of_the_keys_file(tmp_path):
+    """drift.opensm is module opensm's own code (opensm_apply, node_apply.APPLIERS) in check mode with the intent's
+    ``applier`` part, which never has ``conf``: opensm.conf's content (the keys) is not compared, its mode is."""
     applier = {
         "root": str(tmp_path),
+        "unit": "opensm@0x0002c90300a00001.service",
+        "directories": ["/etc/opensm"],
         "partitions_file": "/etc/opensm/partitions.conf",
         "partitions": "Default=0x7fff, ipoib : ALL=limited;\ntraining=0x0101, ipoib : 0x0002c90300a00101=full;\n",
         "defaults_file": "/etc/default/opensm",
@@ -393,21 +398,25 @@ def test_opensm_drift_compares_the_rendered_files_and_only_the_mode_of_the_keys_
         "conf_file": "/etc/opensm/opensm.conf",
         "packages": [],
     }
+    intent = {"applier": applier, "unit": applier["unit"], "diag_environment": {}}
     for key in ("partitions", "defaults", "dropin"):
         path = tmp_path / applier[f"{key}_file"].lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(applier[key])
         path.chmod(0o644)
     conf = tmp_path / "etc/opensm/opensm.conf"
+    assert "the intent's" not in node_check.drift_check("sm1", "opensm", intent)[0]["message"]
+    missing, _result = node_check.drift_check("sm1", "opensm", intent)
+    assert missing["status"] == "failed" and "/etc/opensm/opensm.conf: it is missing" in missing["message"]
     conf.write_text("sm_key 0x00000000000b0b01\n")
     conf.chmod(0o600)
-    module = node_check.NodeModule({})
-    assert node_check.opensm_drift("sm1", {"applier": applier}, module)["status"] == "passed"
-    assert "conf" not in applier  # the keys' file is never in the intent: its content is not compared
+    check, result = node_check.drift_check("sm1", "opensm", intent)
+    assert check["status"] == "passed", check
+    assert result["partitions_changed"] is False and oct(conf.stat().st_mode & 0o777) == "0o600"
     (tmp_path / "etc/opensm/partitions.conf").write_text("Default=0x7fff, ipoib : ALL=full;\n")
     conf.chmod(0o644)
-    check = node_check.opensm_drift("sm1", {"applier": applier}, module)
-    assert check["status"] == "failed"
+    check, result = node_check.drift_check("sm1", "opensm", intent)
+    assert check["status"] == "failed" and result["partitions_changed"] is True
     assert "/etc/opensm/partitions.conf: its content differs" in check["message"]
     assert "/etc/opensm/opensm.conf: mode 0644, not 0600 (it holds the keys)" in check["message"]
-    assert "0b0b01" not in check["message"]
+    assert "0b0b01" not in check["message"] and oct(conf.stat().st_mode & 0o777) == "0o644"  # check mode
