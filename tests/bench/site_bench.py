@@ -86,7 +86,7 @@ CONFIGS = (
     "mitogen",
     "mitogen+factcache",
 )
-BENCH_MGMT_PREFIX = "10.88.87"  # management addresses (lab_mgmt_address) on podman's default network
+BENCH_MGMT_PREFIX = "10.89.87"  # management addresses (lab_mgmt_address) on the lab management network
 
 
 SM_NODE = "bench-sm-01"

@@ -70,8 +70,8 @@ def test_reached_over_ssh_with_the_lab_known_hosts(name):
     host = _host(name)
     assert host.backend.NAME == "ssh"
     assert host.check_output("hostname") == name
-    # The management interface is eth0, attached to podman's default network at the inventory's address.
-    mgmt = _container_networks(name)["podman"]
+    # The management interface is eth0, attached to the lab management network at the inventory's address.
+    mgmt = _container_networks(name)[_vars(name)["lab_mgmt_network"]]
     assert mgmt["IPAddress"] == _vars(name)["lab_mgmt_address"]
     assert _interface_with_mac(host, mgmt["MacAddress"]) == "eth0"
 

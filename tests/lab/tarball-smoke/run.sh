@@ -78,8 +78,8 @@ for target in "${targets[@]}"; do
   containers+=("$name")
   ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$ssh_dir/$name.host_key"
   extra+=(-v "$ssh_dir/$name.host_key:/etc/ssh/ssh_host_ed25519_key:ro" -v "$ssh_dir/id_ed25519.pub:/root/.ssh/authorized_keys:ro")
-  # A network of its own: podman hands out dynamic addresses in order, and on its default network they would reach
-  # the lab's fixed ones (10.88.88.x, 10.88.90.x), which CNI then refuses to the next lab.
+  # A network of its own, apart from podman's default one (Molecule's role scenarios) and the lab's (fixed
+  # addresses): podman hands out dynamic addresses in order, and they would reach addresses others hold.
   podman network exists gpucluster-smoke ||
     podman network create --subnet 10.89.77.0/24 gpucluster-smoke >/dev/null
   podman run -d --name "$name" --hostname "$name" --privileged --systemd always "${extra[@]}" \
