@@ -12,6 +12,7 @@ import os
 import time
 
 from .fabric_probe import GPU_ARGUMENT_SPEC, RDMA_ARGUMENT_SPEC, probe_gpus, probe_rdma
+from .pcie import read_links
 from .rdma_sysfs import read_interface_mtus
 from .roce_qos_apply import Host, apply_all, module_runner
 from .sminfo import query_all
@@ -131,4 +132,6 @@ def collect(module, params):
         "gpu": {key: gpu[key] for key in GPU_KEYS},
         "nccl_conf": {"path": params["nccl_conf_path"], "content": content},
         "interfaces": read_interface_mtus(params["interfaces"], params["root"]),
+        # The PCIe links of the GPUs and RDMA NICs, and of the ports above them (pcie.read_links).
+        "pcie": read_links(params["root"]),
     }

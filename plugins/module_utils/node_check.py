@@ -64,6 +64,7 @@ FAMILIES = (
     "sm.master",
     "opensm.running",
     "interface.mtu",
+    "pcie.link",
     "intent",
 )
 # What the node check reads with: ``sminfo`` under this timeout (seconds), never a wait for ports to settle.

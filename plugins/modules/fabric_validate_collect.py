@@ -156,6 +156,14 @@ sm_query_host:
   description: The host the sminfo queries of this host run on (O(record)'s C(sm_query_host)).
   returned: with O(record)
   type: str
+pcie:
+  description:
+    - The PCIe link of each NVIDIA GPU and each RDMA device's PCI function - C(address), C(role), C(vendor),
+      C(device), C(class), C(link) (C(current_speed) and C(max_speed) in GT/s, C(current_width) and C(max_width) in
+      lanes) and C(port), the same of the port above it (null on the root bus).
+  returned: always
+  type: list
+  elements: dict
 roce_qos:
   description: Per interface and setting, what M(gpucluster.fabric.roce_qos) returns in check mode (C(ok), C(changed)
     meaning different from O(roce_qos), or C(unsupported) with the reason); empty without O(roce_qos).

@@ -28,6 +28,7 @@ from .health import (  # noqa: F401
     host_record,
     node_check_records,
     node_judged_checks,
+    pcie_checks,
     roce_qos_health,
     sm_query_records,
     sm_verdict,

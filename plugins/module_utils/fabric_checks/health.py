@@ -117,6 +117,7 @@ def health_checks(host, data, expected):
     checks.extend(_nccl_conf_health(host, data))
     checks.extend(roce_qos_health(host, data.get("roce_qos")))
     checks.extend(subnet_manager_checks(host, data))
+    checks.extend(pcie_checks(host, data))
     for iface in data.get("interfaces") or []:
         want = iface.get("expected_mtu")
         have = iface.get("mtu")
@@ -169,6 +170,7 @@ def collected_record(collected, inputs):
             "declared": list(inputs.get("declared_roce") or []),
         },
         "interfaces": collected.get("interfaces"),
+        "pcie": collected.get("pcie"),
         "rdma": list(inputs.get("rdma") or []),
         "rdma_served": [],
         "nccl": inputs.get("nccl"),
@@ -420,3 +422,59 @@ def node_judged_checks(host, data):
     kept = [c for c in checks if not c["check"].startswith("sm.master[")]
     at = next((i for i, c in enumerate(checks) if c["check"].startswith("sm.master[")), len(checks))
     return kept[:at] + answered + kept[at:]
+
+
+def _text(speed, width):
+    shown = "unknown speed" if speed is None else f"{speed:g} GT/s"
+    return f"{shown} x{width if width is not None else '?'}"
+
+
+def _lowest(*values):
+    known = [value for value in values if value is not None]
+    return min(known) if known else None
+
+
+def pcie_checks(host, data):
+    """``pcie.link[<address>]`` for each device of ``data['pcie']`` (pcie.read_links; None: not read, no check): its
+    link runs at the speed and width both it and the port above it can run (``possible``). Fewer lanes fail. A
+    lower speed fails too, except on an NVIDIA GPU whose lanes are all there: those GPUs lower the link speed
+    themselves when idle, so the speed is reported, skipped."""
+    devices = data.get("pcie")
+    if devices is None:
+        return []
+    if not devices:
+        return [_check(host, "health", "pcie.link", "skipped", "skipped: no NVIDIA GPU and no PCI RDMA device")]
+    checks = []
+    for found in devices:
+        link, port = found["link"], found["port"] or {}
+        name = f"pcie.link[{found['address']}]"
+        subject = f"{found['address']} ({found['role']})"
+        if link["current_width"] is None and link["current_speed"] is None:
+            message = f"skipped: {subject} reports no PCIe link (not a PCIe function, or its link files unreadable)"
+            checks.append(_check(host, "health", name, "skipped", message))
+            continue
+        speed = _lowest(link["max_speed"], port.get("max_speed"))
+        width = _lowest(link["max_width"], port.get("max_width"))
+        now, possible = _text(link["current_speed"], link["current_width"]), _text(speed, width)
+        where = f"device max {_text(link['max_speed'], link['max_width'])}"
+        if port:
+            where += f", port {port['address']} max {_text(port.get('max_speed'), port.get('max_width'))}"
+        narrow = width is not None and (link["current_width"] or 0) < width
+        slow = speed is not None and (link["current_speed"] or 0) < speed
+        if narrow or (slow and found["role"] != "GPU"):
+            message = (
+                f"{subject} runs at {now}, possible {possible} ({where}): the link trained down; reseat the card or "
+                "its riser, check the slot and cable, and the BIOS's PCIe speed setting, then reboot"
+            )
+            checks.append(_check(host, "health", name, "failed", message, now, possible))
+        elif slow:
+            message = (
+                f"skipped: {subject} runs at {now}, possible {possible} ({where}): all lanes are up; an idle NVIDIA "
+                "GPU lowers its link speed itself (nvidia-smi --help-query-gpu: the link generation 'may be reduced "
+                "when the GPU is not in use'), so read it under load (nvidia-smi -q, GPU Link Info)"
+            )
+            checks.append(_check(host, "health", name, "skipped", message, now, possible))
+        else:
+            message = f"{subject} runs at {now}, as possible ({where})"
+            checks.append(_check(host, "health", name, "passed", message, now, possible))
+    return checks

@@ -1,0 +1,91 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""PCIe links of the GPUs and RDMA NICs, read from sysfs (fabric_checks.health.pcie_checks judges them: each at the
+speed and width it and the port above it can both run; a link that trained down reads "up" to every port check).
+
+The files are the kernel's (drivers/pci/pci-sysfs.c): ``current_link_speed`` and ``max_link_speed`` as
+``32.0 GT/s PCIe`` (``8 GT/s`` before Linux 5.3, ``Unknown`` where the link is down), ``current_link_width`` and
+``max_link_width`` as a number of lanes. ``/sys/bus/pci/devices/<address>`` links to the device's place in the
+topology, whose parent directory is the port above it (a root or switch downstream port) unless it is the host
+bridge. Standard library only (Python 3.8 targets): the node check runs it on the node.
+"""
+
+import os
+import re
+
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+NVIDIA = "0x10de"
+_SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
+
+
+def parse_speed(text):
+    """GT/s of a ``*_link_speed`` file (``32.0 GT/s PCIe``, ``8 GT/s``), or None (``Unknown``, unreadable)."""
+    match = _SPEED.match(text or "")
+    return float(match.group(1)) if match else None
+
+
+def _read(directory, name):
+    try:
+        with open(os.path.join(directory, name), encoding="ascii", errors="replace") as handle:
+            return handle.read().strip()
+    except OSError:  # absent, or not a PCIe function (the kernel refuses the read)
+        return None
+
+
+def _width(text):
+    return int(text) if text and text.isdigit() else None
+
+
+def _link(directory):
+    return {
+        "current_speed": parse_speed(_read(directory, "current_link_speed")),
+        "current_width": _width(_read(directory, "current_link_width")),
+        "max_speed": parse_speed(_read(directory, "max_link_speed")),
+        "max_width": _width(_read(directory, "max_link_width")),
+    }
+
+
+def read_device(root, address, role):
+    """One PCI function's link and the port above it: {address, role, vendor, device, class, link, port}; ``port``
+    is None below a host bridge (a device on the root bus, as in a VM) or where the parent has no PCIe link."""
+    link = os.path.join(root, "sys/bus/pci/devices", address)
+    real = os.path.realpath(link)
+    found = {
+        "address": address,
+        "role": role,
+        "vendor": _read(real, "vendor"),
+        "device": _read(real, "device"),
+        "class": _read(real, "class"),
+        "link": _link(real),
+        "port": None,
+    }
+    parent = os.path.dirname(real)
+    if PCI_ADDRESS.match(os.path.basename(parent)):
+        port = _link(parent)
+        if port["max_speed"] or port["max_width"]:
+            found["port"] = dict(port, address=os.path.basename(parent))
+    return found
+
+
+def _pci_address_of(path):
+    """The PCI address a sysfs ``device`` link leads to, or None (a virtual device: Soft-RoCE, ibsim)."""
+    real = os.path.realpath(path)
+    name = os.path.basename(real)
+    return name if PCI_ADDRESS.match(name) and "/devices/" in real else None
+
+
+def read_links(root="/"):
+    """The links to judge: every NVIDIA GPU (vendor 0x10de, display class) and every RDMA device's PCI function
+    (``/sys/class/infiniband/<device>/device``), each once, in address order."""
+    roles = {}
+    devices_dir = os.path.join(root, "sys/bus/pci/devices")
+    for address in sorted(os.listdir(devices_dir)) if os.path.isdir(devices_dir) else []:
+        base = os.path.join(devices_dir, address)
+        if _read(base, "vendor") == NVIDIA and (_read(base, "class") or "").startswith("0x03"):
+            roles[address] = "GPU"
+    rdma_dir = os.path.join(root, "sys/class/infiniband")
+    for name in sorted(os.listdir(rdma_dir)) if os.path.isdir(rdma_dir) else []:
+        address = _pci_address_of(os.path.join(rdma_dir, name, "device"))
+        if address:
+            roles.setdefault(address, f"RDMA NIC {name}")
+    return [read_device(root, address, role) for address, role in sorted(roles.items())]

@@ -1,0 +1,126 @@
+"""PCIe links (module_utils/pcie.py reads, fabric_checks.health.pcie_checks judges) on sysfs trees laid out as the
+kernel lays them out: /sys/devices/pci<domain:bus>/<port>/<device> with the link files of drivers/pci/pci-sysfs.c,
+/sys/bus/pci/devices/<address> linking there, and /sys/class/infiniband/<device>/device linking to the NIC.
+
+The H200 case is the accelerator machine's capture (tests/fixtures/h200-1gpu/pcie-sysfs.txt: a GPU on the root bus
+of a microVM, Gen5 x16). The cases with a port above the device are laid out from the same values: no machine here
+has a PCIe switch or a downtrained link (the qemu lab's virtio devices sit on the root bus without a PCIe link)."""
+
+import os
+from pathlib import Path
+
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import health_checks, pcie_checks
+from ansible_collections.gpucluster.fabric.plugins.module_utils.pcie import parse_speed, read_links
+
+CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "h200-1gpu" / "pcie-sysfs.txt"
+
+
+def _captured(address):
+    """The link files of ``address`` as the capture lists them (its ``== <address>`` section)."""
+    lines = CAPTURE.read_text().splitlines()
+    start = lines.index(f"== {address}") + 1
+    files = {}
+    for line in lines[start:]:
+        if line.startswith("=="):
+            break
+        name, value = line.split(": ", 1)
+        files[name] = value
+    return files
+
+
+def _link(speed, width, max_speed, max_width):
+    return {
+        "current_link_speed": f"{speed} GT/s PCIe",
+        "current_link_width": str(width),
+        "max_link_speed": f"{max_speed} GT/s PCIe",
+        "max_link_width": str(max_width),
+    }
+
+
+def _tree(root, devices, rdma=None):
+    """``devices``: {path below sys/devices: files}; every path's last part is bound in sys/bus/pci/devices.
+    ``rdma``: {RDMA device name: PCI path} (its ``device`` link)."""
+    for path, files in devices.items():
+        directory = root / "sys" / "devices" / path
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, value in files.items():
+            (directory / name).write_text(value + "\n")
+        bus = root / "sys" / "bus" / "pci" / "devices"
+        bus.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(directory, bus), bus / Path(path).name)
+    for name, path in (rdma or {}).items():
+        device = root / "sys" / "class" / "infiniband" / name
+        device.mkdir(parents=True)
+        os.symlink(os.path.relpath(root / "sys" / "devices" / path, device), device / "device")
+    return str(root)
+
+
+def test_speeds_in_the_kernels_formats():
+    assert parse_speed("32.0 GT/s PCIe") == 32.0 and parse_speed("2.5 GT/s PCIe") == 2.5
+    assert parse_speed("8 GT/s") == 8.0  # before Linux 5.3
+    assert parse_speed("Unknown") is None and parse_speed("Unknown speed") is None and parse_speed(None) is None
+
+
+def test_the_h200_capture_runs_at_gen5_x16_as_possible(tmp_path):
+    root = _tree(tmp_path, {"pci0000:00/0000:00:06.0": _captured("0000:00:06.0")})
+    links = read_links(root)
+    assert [(d["address"], d["role"], d["port"]) for d in links] == [("0000:00:06.0", "GPU", None)]
+    assert links[0]["link"] == {"current_speed": 32.0, "current_width": 16, "max_speed": 32.0, "max_width": 16}
+    (check,) = pcie_checks("gpu1", {"pcie": links})
+    assert check["check"] == "pcie.link[0000:00:06.0]" and check["status"] == "passed", check
+    assert check["message"] == "0000:00:06.0 (GPU) runs at 32 GT/s x16, as possible (device max 32 GT/s x16)"
+
+
+def test_a_nic_trained_down_fails_naming_its_address_now_and_possible(tmp_path):
+    nic = {"vendor": "0x15b3", "device": "0x1021", "class": "0x020700", **_link("16.0", 8, "32.0", 16)}
+    port = {"vendor": "0x10b5", "device": "0xc030", "class": "0x060400", **_link("16.0", 8, "32.0", 16)}
+    root = _tree(
+        tmp_path,
+        {"pci0000:16/0000:16:01.0": port, "pci0000:16/0000:16:01.0/0000:17:00.0": nic},
+        rdma={"mlx5_0": "pci0000:16/0000:16:01.0/0000:17:00.0"},
+    )
+    links = read_links(root)
+    assert [(d["address"], d["role"]) for d in links] == [("0000:17:00.0", "RDMA NIC mlx5_0")]
+    assert links[0]["port"]["address"] == "0000:16:01.0"
+    (check,) = pcie_checks("gpu1", {"pcie": links})
+    assert check["status"] == "failed" and check["measured"] == "16 GT/s x8" and check["threshold"] == "32 GT/s x16"
+    assert check["message"].startswith(
+        "0000:17:00.0 (RDMA NIC mlx5_0) runs at 16 GT/s x8, possible 32 GT/s x16 (device max 32 GT/s x16, port "
+        "0000:16:01.0 max 32 GT/s x16): the link trained down; reseat"
+    )
+
+
+def test_a_slot_that_allows_less_is_what_is_possible(tmp_path):
+    gpu = {"vendor": "0x10de", "device": "0x2335", "class": "0x030200", **_link("16.0", 16, "32.0", 16)}
+    port = {"vendor": "0x8086", "device": "0x347a", "class": "0x060400", **_link("16.0", 16, "16.0", 16)}
+    root = _tree(tmp_path, {"pci0000:30/0000:30:02.0": port, "pci0000:30/0000:30:02.0/0000:31:00.0": gpu})
+    (check,) = pcie_checks("gpu1", {"pcie": read_links(root)})
+    assert check["status"] == "passed" and check["threshold"] == "16 GT/s x16", check
+    assert "port 0000:30:02.0 max 16 GT/s x16" in check["message"]
+
+
+def test_an_idle_gpus_lower_speed_is_not_a_fault_but_missing_lanes_are(tmp_path):
+    idle = {"vendor": "0x10de", "device": "0x2335", "class": "0x030200", **_link("2.5", 16, "32.0", 16)}
+    narrow = dict(idle, **_link("32.0", 8, "32.0", 16))
+    root = _tree(tmp_path, {"pci0000:00/0000:00:06.0": idle, "pci0000:00/0000:00:07.0": narrow})
+    checks = {c["check"]: c for c in pcie_checks("gpu1", {"pcie": read_links(root)})}
+    assert checks["pcie.link[0000:00:06.0]"]["status"] == "skipped"
+    assert "an idle NVIDIA GPU lowers its link speed itself" in checks["pcie.link[0000:00:06.0]"]["message"]
+    assert checks["pcie.link[0000:00:07.0]"]["status"] == "failed"
+
+
+def test_virtual_rdma_devices_and_hosts_without_gpus_say_so(tmp_path):
+    (tmp_path / "sys" / "class" / "infiniband" / "rxe0").mkdir(parents=True)  # Soft-RoCE: no PCI device link
+    links = read_links(str(tmp_path))
+    assert links == []
+    (check,) = pcie_checks("vm1", {"pcie": links})
+    assert check["status"] == "skipped" and check["message"] == "skipped: no NVIDIA GPU and no PCI RDMA device"
+    assert pcie_checks("vm1", {}) == []  # not read (a record of another version): no check
+    assert "pcie.link" in [c["check"] for c in health_checks("vm1", {"pcie": links}, {})]
+
+
+def test_this_machines_own_sysfs_reads_without_error():
+    """The real kernel's /sys here (virtio devices on the root bus, no GPU, no RDMA device): nothing to judge, and
+    reading it does not fail on functions whose link files the kernel refuses to read."""
+    links = read_links("/")
+    assert all(set(d) == {"address", "role", "vendor", "device", "class", "link", "port"} for d in links)
