@@ -2,17 +2,20 @@
 kernel lays them out: /sys/devices/pci<domain:bus>/<port>/<device> with the link files of drivers/pci/pci-sysfs.c,
 /sys/bus/pci/devices/<address> linking there, and /sys/class/infiniband/<device>/device linking to the NIC.
 
-The H200 case is the accelerator machine's capture (tests/fixtures/h200-1gpu/pcie-sysfs.txt: a GPU on the root bus
-of a microVM, Gen5 x16). The cases with a port above the device are laid out from the same values: no machine here
-has a PCIe switch or a downtrained link (the qemu lab's virtio devices sit on the root bus without a PCIe link)."""
+Two trees are captures: the accelerator machine's H200 (tests/fixtures/h200-1gpu/pcie-sysfs.txt: a GPU on the root
+bus of a microVM, Gen5 x16) and a kernel-lab q35 VM with two root ports (tests/fixtures/qemu-q35-pcie/: Debian's
+kernel, a virtio device behind each port). No machine here has a downtrained link: QEMU's endpoints are capable of
+2.5 GT/s x1 only and train to it, so the failing cases are laid out from the H200's values behind a port."""
 
 import os
 from pathlib import Path
 
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import health_checks, pcie_checks
-from ansible_collections.gpucluster.fabric.plugins.module_utils.pcie import parse_speed, read_links
+from ansible_collections.gpucluster.fabric.plugins.module_utils.pcie import parse_speed, read_device, read_links
 
-CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "h200-1gpu" / "pcie-sysfs.txt"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CAPTURE = FIXTURES / "h200-1gpu" / "pcie-sysfs.txt"
+Q35 = FIXTURES / "qemu-q35-pcie" / "pcie-sysfs.txt"
 
 
 def _captured(address):
@@ -53,6 +56,37 @@ def _tree(root, devices, rdma=None):
         device.mkdir(parents=True)
         os.symlink(os.path.relpath(root / "sys" / "devices" / path, device), device / "device")
     return str(root)
+
+
+def _capture_tree(path):
+    """{path below sys/devices: files} of a capture whose sections are ``== <path>`` and ``name: value`` lines."""
+    tree, files = {}, None
+    for line in path.read_text().splitlines():
+        if line.startswith("== "):
+            files = tree.setdefault(line[3:], {})
+        elif files is not None and ": " in line:
+            name, value = line.split(": ", 1)
+            files[name] = value
+    return tree
+
+
+def test_a_real_kernels_root_ports_are_the_port_above_and_what_is_possible(tmp_path):
+    """The q35 capture: the port at 00:08.0 can do 16 GT/s x16 and trained to its device's 2.5 GT/s x1; the device
+    can do no more, so its link is as possible (a device of fewer lanes than its slot is not trained down). A
+    conventional PCI function (the root bus's virtio devices) has no link to judge."""
+    root = _tree(tmp_path, _capture_tree(Q35))
+    behind = read_device(root, "0000:01:00.0", "RDMA NIC test")
+    assert behind["port"] == {
+        "address": "0000:00:08.0", "current_speed": 2.5, "current_width": 1, "max_speed": 16.0, "max_width": 16,
+    }  # fmt: skip
+    slot_limited = read_device(root, "0000:02:00.0", "RDMA NIC test")
+    assert slot_limited["port"]["address"] == "0000:00:09.0" and slot_limited["port"]["max_width"] == 1
+    on_root_bus = read_device(root, "0000:00:01.0", "RDMA NIC test")
+    assert on_root_bus["port"] is None and set(on_root_bus["link"].values()) == {None}
+    checks = pcie_checks("vm1", {"pcie": [behind, slot_limited, on_root_bus]})
+    assert [c["status"] for c in checks] == ["passed", "passed", "skipped"], checks
+    assert "port 0000:00:08.0 max 16 GT/s x16" in checks[0]["message"] and checks[0]["threshold"] == "2.5 GT/s x1"
+    assert checks[2]["message"].startswith("skipped: 0000:00:01.0 (RDMA NIC test) reports no PCIe link")
 
 
 def test_speeds_in_the_kernels_formats():
