@@ -31,8 +31,10 @@ import traceback
 from . import intent as intent_file
 from .fabric_checks import check as _check
 from .fabric_checks import collected_record, expected_interface_mtus, health_checks, sm_verdict, with_sm
+from .fabric_checks.isolation import isolation_checks
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
 from .fabric_collect import CollectError, collect
+from .fabric_isolation import normal_guid, parse_ca_ports, parse_partitions, parse_pkey_table
 from .node_apply import APPLIERS
 from .sminfo import sminfo_outcome
 
@@ -63,8 +65,11 @@ FAMILIES = (
     "roce_qos.tos",
     "sm.master",
     "opensm.running",
+    "partition",
+    "partition.port",
     "interface.mtu",
     "pcie.link",
+    "iommu",
     "intent",
 )
 # What the node check reads with: ``sminfo`` under this timeout (seconds), never a wait for ports to settle.
@@ -333,9 +338,41 @@ def subnet_manager_checks(host, opensm, module):
     rc, out, err = module.run_command(
         [timeout, str(SM_QUERY_TIMEOUT), "sminfo"], environ_update=dict(opensm.get("diag_environment") or {})
     )
-    status, message, measured = sm_verdict("the fabric", sminfo_outcome(rc, out, err), host, host)
+    outcome = sminfo_outcome(rc, out, err)
+    status, message, measured = sm_verdict("the fabric", outcome, host, host)
     checks.append(_check(host, TIER, "sm.master", status, message, measured, "SMINFO_MASTER"))
-    return checks
+    master = outcome[1]["guid"] if outcome[0] == "answered" and outcome[1]["master"] else None
+    return checks + isolation(host, opensm, module, master)
+
+
+def isolation(host, opensm, module, master_guid):
+    """Tenant isolation read from the fabric, on a subnet manager: every channel adapter port ``ibnetdiscover -p``
+    finds, its P_Key table (``smpquery pkeys <LID>``), against the intent's partitions.conf
+    (fabric_checks.isolation_checks); ``master_guid``: the master SM's port, partitions.conf's ``SELF``."""
+    partitions_text = (opensm.get("applier") or {}).get("partitions")
+    if not partitions_text:
+        return []
+    environment = dict(opensm.get("diag_environment") or {})
+    timeout = module.get_bin_path("timeout") or "timeout"
+    rc, out, err = module.run_command(
+        [timeout, str(SM_QUERY_TIMEOUT * 4), "ibnetdiscover", "-p"], environ_update=environment
+    )
+    ports = parse_ca_ports(out) if rc == 0 else []
+    if not ports:
+        said = " ".join((err or out).split())[:200] or f"rc {rc}"
+        return [_check(host, TIER, "partition", "skipped", f"skipped: ibnetdiscover -p found no port to read ({said})")]
+    for port in ports:
+        rc, out, err = module.run_command(
+            [timeout, str(SM_QUERY_TIMEOUT), "smpquery", "pkeys", str(port["lid"])], environ_update=environment
+        )
+        port["pkeys"] = parse_pkey_table(out) if rc == 0 else None
+        port["error"] = None if rc == 0 else " ".join((err or out).split())[:200] or f"rc {rc}"
+    try:
+        partitions = parse_partitions(partitions_text)
+    except ValueError as exc:
+        return [_check(host, TIER, "partition", "failed", f"the intent's partitions.conf cannot be read: {exc}")]
+    self_guid = normal_guid(master_guid) if master_guid else None
+    return isolation_checks(host, partitions, ports, self_guid)
 
 
 def selected(name, only, skip):

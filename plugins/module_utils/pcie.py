@@ -45,6 +45,21 @@ def _link(directory):
     }
 
 
+# The kernel's IOMMU domain types (/sys/kernel/iommu_groups/<n>/type, Linux 5.11 and later) and what they mean here.
+IOMMU_TYPES = {"identity": "passthrough", "DMA": "translated", "DMA-FQ": "translated", "blocked": "blocked"}
+
+
+def iommu_mode(device_dir):
+    """How the IOMMU treats a device: ``off`` (the device has no IOMMU group: no IOMMU, or it is disabled),
+    ``passthrough`` (an identity domain: iommu=pt), ``translated`` (a DMA domain), ``blocked``, or the group's type
+    itself when the kernel names another; ``unknown`` where the group has no type file (Linux before 5.11)."""
+    group = os.path.join(device_dir, "iommu_group")
+    if not os.path.exists(group):
+        return "off"
+    kind = _read(os.path.realpath(group), "type")
+    return "unknown" if kind is None else IOMMU_TYPES.get(kind, kind)
+
+
 def read_device(root, address, role):
     """One PCI function's link and the port above it: {address, role, vendor, device, class, link, port}; ``port``
     is None below a host bridge (a device on the root bus, as in a VM) or where the parent has no PCIe link."""
@@ -58,6 +73,7 @@ def read_device(root, address, role):
         "class": _read(real, "class"),
         "link": _link(real),
         "port": None,
+        "iommu": iommu_mode(real),
     }
     parent = os.path.dirname(real)
     if PCI_ADDRESS.match(os.path.basename(parent)):

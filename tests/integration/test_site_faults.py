@@ -17,7 +17,8 @@ from two side_effect steps of its test sequence (molecule/site/faults.yml):
      its reason (`sinfo -R`), within one interval; the repair resumes it the same way: the fabric MTU set with
      `ip link`, nccl.conf edited. The fleet drift check (playbooks/check.yml) fails that node on those checks alone.
      A node an operator drained stays drained, with the operator's reason. partitions.conf edited on the subnet
-     manager shows in its metrics;
+     manager shows in its metrics, and once OpenSM applies it, every port that gained a P_Key fails its isolation
+     check, read back from the fabric (smpquery pkeys);
   5. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
      starts an NCCL change; only that port: the controller's SSH sessions come from the same address)
      fails clearly, and leaves that node consistent (dpkg clean, NCCL still the old version, pinned and held).
@@ -398,21 +399,38 @@ def test_node_check_shows_a_fault_and_its_repair_within_one_interval(lab):
     print(f"node check (interval {interval} s): seconds from each change to what shows it: {took}")
 
 
-def test_subnet_manager_check_sees_partitions_conf_edited(lab):
-    """partitions.conf edited by hand on the subnet manager (OpenSM reads it only on SIGHUP or a restart, so the
-    fabric keeps its partitions until then): its own check shows drift.opensm failed within one interval, and
-    passed again once the file is put back."""
+def test_subnet_manager_check_sees_partitions_conf_edited_and_the_fabric_isolation_break(lab):
+    """partitions.conf edited by hand on the subnet manager: its own check shows drift.opensm failed within one
+    interval (OpenSM reads the file only on SIGHUP or a restart). Once OpenSM applies it (SIGHUP), every port holds
+    the new partition's P_Key, which the intent gives none of them: the isolation read back from the fabric
+    (smpquery pkeys on each port) fails partition.port for each, naming the P_Key. The file put back and applied
+    again, the ports lose the P_Key and every check passes."""
     sm = SMS[0]
     path = "/etc/opensm/partitions.conf"
-    _wait_for_checks(sm, {"drift.opensm": "passed"}, time.time() - _node_check_interval())
+    guids = [_port_guid(host) for host in (*GPUS, sm)]
+    isolated = {f"partition.port[{guid}]": "passed" for guid in guids}
+    _wait_for_checks(sm, {"drift.opensm": "passed", **isolated}, time.time() - _node_check_interval())
     _podman(
         "exec", sm, "sh", "-c", f"cp -p {path} /root/partitions.conf.saved && echo 'tenant=0x0202 : ALL;' >> {path}"
     )
     try:
-        _wait_for_checks(sm, {"drift.opensm": "failed"}, time.time())
+        _wait_for_checks(sm, {"drift.opensm": "failed", **isolated}, time.time())  # the file only, not yet applied
+        _podman("exec", sm, "systemctl", "kill", "--signal=HUP", "opensm*.service")
+        broken = dict.fromkeys(isolated, "failed")
+        _wait_for_checks(sm, {"drift.opensm": "failed", **broken}, time.time())
+        report = json.loads(_podman("exec", sm, "cat", "/var/lib/gpucluster/fabric-check.json").stdout)
+        failed = {c["check"]: c["message"] for c in report["checks"] if c["status"] == "failed"}
+        assert all("holds 0x0202 (limited; no partition has it)" in failed[name] for name in broken), failed
     finally:
         _podman("exec", sm, "cp", "-p", "/root/partitions.conf.saved", path)
-    _wait_for_checks(sm, {"drift.opensm": "passed"}, time.time())
+        _podman("exec", sm, "systemctl", "kill", "--signal=HUP", "opensm*.service")
+    _wait_for_checks(sm, {"drift.opensm": "passed", **isolated}, time.time())
+
+
+def _port_guid(host):
+    """The host's HCA port GUID, as partitions.conf and ibnetdiscover write it."""
+    guid = yaml.safe_load((HOST_VARS / f"{host}.yml").read_text())["fabric_port_guids"][0]
+    return f"0x{int(guid, 16):016x}"
 
 
 def test_node_check_leaves_an_operators_drain_alone(lab):

@@ -10,7 +10,12 @@ kernel, a virtio device behind each port). No machine here has a downtrained lin
 import os
 from pathlib import Path
 
-from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import health_checks, pcie_checks
+import pytest
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
+    health_checks,
+    iommu_checks,
+    pcie_checks,
+)
 from ansible_collections.gpucluster.fabric.plugins.module_utils.pcie import parse_speed, read_device, read_links
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -157,4 +162,63 @@ def test_this_machines_own_sysfs_reads_without_error():
     """The real kernel's /sys here (virtio devices on the root bus, no GPU, no RDMA device): nothing to judge, and
     reading it does not fail on functions whose link files the kernel refuses to read."""
     links = read_links("/")
-    assert all(set(d) == {"address", "role", "vendor", "device", "class", "link", "port"} for d in links)
+    assert all(set(d) == {"address", "role", "vendor", "device", "class", "link", "port", "iommu"} for d in links)
+
+
+def _with_iommu_group(root, address, kind):
+    """The kernel's layout: /sys/kernel/iommu_groups/<n>/type, and the device's iommu_group link to it."""
+    group = Path(root) / "sys" / "kernel" / "iommu_groups" / "7"
+    group.mkdir(parents=True, exist_ok=True)
+    if kind is not None:
+        (group / "type").write_text(kind + "\n")
+    device = Path(os.path.realpath(Path(root) / "sys" / "bus" / "pci" / "devices" / address))
+    os.symlink(os.path.relpath(group, device), device / "iommu_group")
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode"), [(None, "unknown"), ("identity", "passthrough"), ("DMA", "translated"), ("DMA-FQ", "translated")]
+)
+def test_the_iommu_mode_is_the_devices_group_type(tmp_path, kind, mode):
+    root = _tree(tmp_path, {"pci0000:00/0000:00:06.0": _captured("0000:00:06.0")})
+    assert read_links(root)[0]["iommu"] == "off"  # no group: the H200 microVM, /sys/kernel/iommu_groups empty
+    _with_iommu_group(root, "0000:00:06.0", kind)
+    assert read_links(root)[0]["iommu"] == mode
+
+
+def test_a_translating_iommu_fails_gpudirect_and_nothing_else():
+    gpu = {"address": "0000:17:00.0", "iommu": "translated"}
+    nic = {"address": "0000:18:00.0", "iommu": "passthrough"}
+    (failed,) = iommu_checks("gpu1", {"pcie": [gpu, nic], "gpudirect": {"mode": "dmabuf"}})
+    assert failed["status"] == "failed" and failed["check"] == "iommu"
+    assert failed["message"].startswith("GPUDirect RDMA (dmabuf) with the IOMMU translating for 0000:17:00.0")
+    assert "iommu=pt" in failed["message"]
+    (fine,) = iommu_checks("gpu1", {"pcie": [dict(gpu, iommu="passthrough"), nic], "gpudirect": {"mode": "peermem"}})
+    assert fine["status"] == "passed"
+    (without,) = iommu_checks("gpu1", {"pcie": [gpu], "gpudirect": {"mode": "none"}})
+    assert without["status"] == "passed" and "GPUDirect RDMA is none, so any mode serves" in without["message"]
+    assert iommu_checks("gpu1", {"pcie": []})[0]["status"] == "skipped" and iommu_checks("gpu1", {}) == []
+
+
+def test_a_real_kernels_iommu_group_types_read_as_their_modes(tmp_path):
+    """The kernel-lab captures with an emulated Intel IOMMU: intel_iommu=on puts every device in a DMA-FQ domain
+    (translated), iommu=pt in an identity one (passthrough); each laid out as the kernel links it and read back."""
+    boots = {}
+    for line in (FIXTURES / "qemu-q35-pcie" / "iommu-groups.txt").read_text().splitlines():
+        if line.startswith("== "):
+            boot = boots.setdefault(line[3:], {})
+        elif "group=" in line:
+            path, group, kind = line.split()
+            boot[path] = (group.split("=", 1)[1], kind.split("=", 1)[1])
+    assert set(boots) == {"intel_iommu=on", "intel_iommu=on iommu=pt"}
+    for cmdline, mode in (("intel_iommu=on", "translated"), ("intel_iommu=on iommu=pt", "passthrough")):
+        root = tmp_path / mode
+        devices = {path: {"vendor": "0x1af4"} for path in boots[cmdline]}
+        _tree(root, devices)
+        for path, (group, kind) in boots[cmdline].items():
+            directory = root / "sys" / "kernel" / "iommu_groups" / group
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / "type").write_text(kind + "\n")
+            device = root / "sys" / "devices" / path
+            os.symlink(os.path.relpath(directory, device), device / "iommu_group")
+        behind = read_device(str(root), "0000:01:00.0", "RDMA NIC test")
+        assert behind["iommu"] == mode

@@ -26,6 +26,7 @@ from .health import (  # noqa: F401
     collected_record,
     health_checks,
     host_record,
+    iommu_checks,
     node_check_records,
     node_judged_checks,
     pcie_checks,
@@ -48,6 +49,7 @@ from .inputs import (  # noqa: F401
     rdma_reference_errors,
     reference_errors,
 )
+from .isolation import isolation_checks  # noqa: F401
 from .nccl import (  # noqa: F401
     DATA_PATH_WORDS,
     _cite,

@@ -118,6 +118,7 @@ def health_checks(host, data, expected):
     checks.extend(roce_qos_health(host, data.get("roce_qos")))
     checks.extend(subnet_manager_checks(host, data))
     checks.extend(pcie_checks(host, data))
+    checks.extend(iommu_checks(host, data))
     for iface in data.get("interfaces") or []:
         want = iface.get("expected_mtu")
         have = iface.get("mtu")
@@ -478,3 +479,34 @@ def pcie_checks(host, data):
             message = f"{subject} runs at {now}, as possible ({where})"
             checks.append(_check(host, "health", name, "passed", message, now, possible))
     return checks
+
+
+NCCL_TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+
+
+def iommu_checks(host, data):
+    """``iommu``: how the IOMMU treats the GPUs and RDMA NICs (pcie.iommu_mode of each in ``data['pcie']``), against
+    what the host's GPUDirect RDMA mode (role rdma_modules' decision, ``data['gpudirect']``) needs: with GPUDirect on
+    (dmabuf or peermem), a translating IOMMU sends the GPU-NIC traffic through the root complex or stops it (NCCL's
+    troubleshooting, "GPU Direct"), so it must be off or in passthrough (iommu=pt)."""
+    devices = data.get("pcie")
+    if devices is None:
+        return []
+    modes = {d["address"]: d.get("iommu") or "unknown" for d in devices}
+    if not modes:
+        return [_check(host, "health", "iommu", "skipped", "skipped: no NVIDIA GPU and no PCI RDMA device")]
+    shown = ", ".join(f"{address} {mode}" for address, mode in sorted(modes.items()))
+    gpudirect = (data.get("gpudirect") or {}).get("mode")
+    translated = sorted(address for address, mode in modes.items() if mode == "translated")
+    if gpudirect in ("dmabuf", "peermem") and translated:
+        message = (
+            f"GPUDirect RDMA ({gpudirect}) with the IOMMU translating for {', '.join(translated)}: peer-to-peer PCIe "
+            f"traffic between GPU and NIC goes through the root complex or fails ({NCCL_TROUBLESHOOTING}, GPU Direct); "
+            "boot with iommu=pt (passthrough) or with the IOMMU off"
+        )
+        return [_check(host, "health", "iommu", "failed", message, shown, "off or passthrough")]
+    if gpudirect not in ("dmabuf", "peermem"):
+        message = f"the IOMMU: {shown}; GPUDirect RDMA is {gpudirect or 'not decided here'}, so any mode serves"
+        return [_check(host, "health", "iommu", "passed", message, shown)]
+    message = f"the IOMMU: {shown}: GPUDirect RDMA ({gpudirect}) reaches the NIC directly"
+    return [_check(host, "health", "iommu", "passed", message, shown, "off or passthrough")]

@@ -67,7 +67,7 @@ for name in "$@"; do
     -accel tcg,tb-size=256 -machine q35 -cpu max \
     -smp "${KERNEL_LAB_SMP:-1}" -m "${KERNEL_LAB_MEM:-512}" \
     -kernel "$base/vmlinuz" -initrd "$base/initrd.img" \
-    -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname=$name" \
+    -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname=$name${KERNEL_LAB_APPEND:+ $KERNEL_LAB_APPEND}" \
     -drive "file=$vm.qcow2,if=virtio,format=qcow2" \
     -netdev "user,id=mgmt,hostfwd=tcp:127.0.0.1:$ssh_port-:22" \
     -device "virtio-net-pci,netdev=mgmt,mac=$mgmt_mac" \

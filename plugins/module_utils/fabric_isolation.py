@@ -1,0 +1,112 @@
+# Copyright: gpucluster.fabric contributors
+# Apache License 2.0 (see LICENSE)
+"""Tenant isolation read back from the fabric: which P_Keys each channel adapter port holds (``smpquery pkeys``
+over the ports ``ibnetdiscover -p`` finds), against what partitions.conf says each port must hold.
+
+partitions.conf grammar (OpenSM's doc/partition-config.txt): ``Name[=PKey][,flag]... : member[, member]... ;`` with a
+member ``0x<port GUID>[=full|limited|both]``, ``ALL``, ``ALL_CAS``, ``ALL_SWITCHES``, ``ALL_ROUTERS`` or ``SELF`` (the
+subnet manager's own port); a member without a suffix is limited. A full member holds the P_Key with bit 15 set, a
+limited member without it, ``both`` holds the two. Standard library only (Python 3.8 targets): the node check runs it
+on a subnet manager.
+"""
+
+import re
+
+FULL_BIT = 0x8000
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_MEMBERSHIPS = ("full", "limited", "both")
+
+
+def normal_guid(text):
+    """A port GUID as ``0x`` and 16 lower-case hex digits."""
+    return f"0x{int(str(text), 16):016x}"
+
+
+def parse_partitions(text):
+    """[{name, pkey (15 bits), members: {member: membership}}] of a partitions.conf text, comments dropped; members are
+    ``ALL``-style words or normal_guid GUIDs. Raises ValueError naming what it cannot read."""
+    body = "\n".join(line.split("#", 1)[0] for line in (text or "").splitlines())
+    partitions = []
+    for statement in body.split(";"):
+        if not statement.strip():
+            continue
+        if ":" not in statement:
+            raise ValueError(f"a partition without ':' ({' '.join(statement.split())!r})")
+        head, members_text = statement.split(":", 1)
+        name, pkey_text = (head.split(",", 1)[0].strip().split("=", 1) + [""])[:2]
+        pkey = int(pkey_text, 16) & 0x7FFF if pkey_text.strip() else None
+        members = {}
+        for item in re.split(r"[,\s]+", members_text.strip()):
+            if not item:
+                continue
+            member, membership = (item.split("=", 1) + [""])[:2]
+            membership = membership or "limited"
+            if membership not in _MEMBERSHIPS:
+                raise ValueError(f"partition {name.strip()}: membership {membership!r} of {member}")
+            key = member.upper() if not member.lower().startswith("0x") else normal_guid(member)
+            # A port listed twice keeps the wider membership (full over limited; both covers the two).
+            before = members.get(key)
+            members[key] = (
+                membership if before in (None, membership) else "both" if "both" in (before, membership) else "full"
+            )
+        partitions.append({"name": name.strip(), "pkey": pkey, "members": members})
+    return partitions
+
+
+def wanted_pkeys(partitions, guid, self_guid=None):
+    """{P_Key value (with the membership bit): partition name} that channel adapter port ``guid`` must hold."""
+    wanted = {}
+    for partition in partitions:
+        if partition["pkey"] is None:
+            continue
+        memberships = [
+            membership
+            for member, membership in partition["members"].items()
+            if member == guid or member in ("ALL", "ALL_CAS") or (member == "SELF" and guid == self_guid)
+        ]
+        if not memberships:
+            continue
+        kinds = set()
+        for membership in memberships:
+            kinds.update(("full", "limited") if membership == "both" else (membership,))
+        if "full" in kinds and "both" not in memberships:
+            kinds.discard("limited")  # full wins where a port is listed limited and full (no both P_Keys)
+        for kind in kinds:
+            wanted[partition["pkey"] | (FULL_BIT if kind == "full" else 0)] = partition["name"]
+    return wanted
+
+
+def parse_ca_ports(text):
+    """[{lid, port, guid, description}] of the channel adapter ports in ``ibnetdiscover -p`` output."""
+    ports = []
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[0] == "CA" and fields[1].isdigit() and fields[2].isdigit():
+            description = re.search(r"\(\s*'([^']*)'", line)
+            ports.append(
+                {
+                    "lid": int(fields[1]),
+                    "port": int(fields[2]),
+                    "guid": normal_guid(fields[3]),
+                    "description": description.group(1) if description else "",
+                }
+            )
+    unique = {(p["guid"], p["port"]): p for p in ports}  # a port with two links is listed once per link
+    return sorted(unique.values(), key=lambda p: p["lid"])
+
+
+def parse_pkey_table(text):
+    """The valid P_Keys of ``smpquery pkeys`` output (entries whose low 15 bits are not 0), in table order."""
+    values = []
+    for line in (text or "").splitlines():
+        head, colon, rest = line.partition(":")
+        if colon and head.strip().isdigit():
+            values += [int(token, 16) for token in _HEX.findall(rest) if int(token, 16) & 0x7FFF]
+    return values
+
+
+def describe(pkey, names):
+    """``0x8101 (training, full)``."""
+    kind = "full" if pkey & FULL_BIT else "limited"
+    name = names.get(pkey & 0x7FFF)
+    return f"{pkey:#06x} ({name}, {kind})" if name else f"{pkey:#06x} ({kind}; no partition has it)"

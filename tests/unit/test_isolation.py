@@ -1,0 +1,99 @@
+"""Tenant isolation read back from the fabric: the parsers (module_utils/fabric_isolation.py) on the output real
+ibnetdiscover and smpquery printed against OpenSM on the benchmark's ibsim fabric (tests/fixtures/isolation/), and
+the judgement (fabric_checks.isolation_checks) against partitions.conf as role opensm renders it. The lab's fault test
+(tests/integration/test_site_faults.py) makes a port gain a P_Key on the running fabric."""
+
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import isolation_checks
+from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_isolation import (
+    parse_ca_ports,
+    parse_partitions,
+    parse_pkey_table,
+    wanted_pkeys,
+)
+from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import render_partitions_conf
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "isolation"
+SM = "0x0002c90300d00001"
+GPUS = [f"0x0002c90300d0{i:02x}01" for i in range(1, 17)]
+
+
+def _partitions():
+    model = {
+        "default": {"membership": "limited", "flags": ["ipoib", "mtu=5"], "full_members": {}},
+        "partitions": [
+            {"name": "training", "pkey": 0x0101, "flags": ["ipoib", "mtu=5"], "members": dict.fromkeys(GPUS, "full")}
+        ],
+    }
+    return parse_partitions(render_partitions_conf(model, header="#\n# Ansible managed\n#\n"))
+
+
+def _fabric():
+    ports = parse_ca_ports((FIXTURES / "ibnetdiscover-p.txt").read_text())
+    gpu_table = parse_pkey_table((FIXTURES / "pkeys-gpu.txt").read_text())
+    for port in ports:
+        port["pkeys"] = list(gpu_table)  # laid out from bench-gpu-01's table, which every GPU node's port shares
+    sm = {"lid": 1, "port": 1, "guid": SM, "description": "bench-sm-01 mlx5_0"}
+    sm["pkeys"] = parse_pkey_table((FIXTURES / "pkeys-sm.txt").read_text())
+    return [sm, *ports]
+
+
+def test_the_captured_output_parses():
+    ports = parse_ca_ports((FIXTURES / "ibnetdiscover-p.txt").read_text())
+    assert [p["lid"] for p in ports] == list(range(5, 21)) and sorted(p["guid"] for p in ports) == GPUS
+    assert ports[0] == {"lid": 5, "port": 1, "guid": GPUS[0], "description": "bench-gpu-01 mlx5_0"}
+    assert parse_pkey_table((FIXTURES / "pkeys-gpu.txt").read_text()) == [0x7FFF, 0x8101]
+    assert parse_pkey_table((FIXTURES / "pkeys-sm.txt").read_text()) == [0xFFFF]
+
+
+def test_what_each_port_must_hold_follows_partitions_conf():
+    partitions = _partitions()
+    assert [(p["name"], p["pkey"]) for p in partitions] == [("Default", 0x7FFF), ("training", 0x0101)]
+    assert wanted_pkeys(partitions, GPUS[0], SM) == {0x7FFF: "Default", 0x8101: "training"}
+    assert wanted_pkeys(partitions, SM, SM) == {0xFFFF: "Default"}  # SELF=full wins over ALL=limited
+    both = parse_partitions("Default=0x7fff : ALL=full ;\nt=0x0202 : 0x1=both, 0x2 ;")
+    assert wanted_pkeys(both, "0x0000000000000001") == {0xFFFF: "Default", 0x8202: "t", 0x0202: "t"}
+    assert wanted_pkeys(both, "0x0000000000000002") == {0xFFFF: "Default", 0x0202: "t"}  # no suffix: limited
+    with pytest.raises(ValueError, match="membership 'fulll'"):
+        parse_partitions("t=0x1 : 0x1=fulll ;")
+
+
+def test_the_fabric_as_opensm_left_it_isolates_every_tenant():
+    checks = {c["check"]: c for c in isolation_checks("sm1", _partitions(), _fabric(), SM)}
+    assert all(c["status"] == "passed" for c in checks.values()), [
+        c for c in checks.values() if c["status"] != "passed"
+    ]
+    assert len([n for n in checks if n.startswith("partition.port[")]) == 17
+    assert checks["partition[training]"]["message"] == "training (0x0101) is held by its 16 member port(s) only"
+    assert checks[f"partition.port[{GPUS[0]}]"]["message"] == (
+        f"{GPUS[0]} (bench-gpu-01 mlx5_0) holds 0x7fff (Default, limited), 0x8101 (training, full), as "
+        "partitions.conf says"
+    )
+
+
+def test_a_port_that_gains_or_loses_a_pkey_fails_naming_it():
+    fabric = _fabric()
+    fabric[0]["pkeys"].append(0x8101)  # the subnet manager's port joins training: it is no member
+    fabric[1]["pkeys"] = [0x7FFF]  # a GPU node's port lost training
+    fabric[2]["pkeys"].append(0x0202)  # a P_Key no partition has
+    fabric[3]["pkeys"], fabric[3]["error"] = None, "smpquery timed out"
+    checks = {c["check"]: c for c in isolation_checks("sm1", _partitions(), fabric, SM)}
+    sm = checks[f"partition.port[{SM}]"]
+    assert (
+        sm["status"] == "failed"
+        and "holds 0x8101 (training, full), which its partitions do not give it" in sm["message"]
+    )
+    lost = checks[f"partition.port[{fabric[1]['guid']}]"]
+    assert lost["status"] == "failed" and "lacks 0x8101 (training, full)" in lost["message"]
+    stray = checks[f"partition.port[{fabric[2]['guid']}]"]
+    assert "holds 0x0202 (limited; no partition has it)" in stray["message"]
+    assert checks[f"partition.port[{fabric[3]['guid']}]"]["status"] == "skipped"
+    training = checks["partition[training]"]
+    assert training["status"] == "failed"
+    assert training["message"] == (
+        f"training (0x0101): held by 1 port(s) that are not members: {SM}; not held by 1 member port(s): "
+        f"{fabric[1]['guid']}"
+    )
+    assert checks["partition[Default]"]["status"] == "passed"
