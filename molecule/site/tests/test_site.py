@@ -41,7 +41,7 @@ def _container_networks(name):
 
 def _fabric_network(name):
     """The podman network of the lab's fabric bridge: the container's one network besides the management one."""
-    others = [network for network in _container_networks(name) if network != "podman"]
+    others = [network for network in _container_networks(name) if network != _vars(name)["lab_mgmt_network"]]
     assert len(others) == 1, others
     return others[0]
 
