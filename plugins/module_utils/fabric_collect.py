@@ -12,7 +12,7 @@ import os
 import time
 
 from .fabric_probe import GPU_ARGUMENT_SPEC, RDMA_ARGUMENT_SPEC, probe_gpus, probe_rdma
-from .pcie import read_links
+from .pcie import read_gpu_nic_paths, read_links
 from .rdma_sysfs import read_interface_mtus
 from .roce_qos_apply import Host, apply_all, module_runner
 from .sminfo import query_all
@@ -116,6 +116,7 @@ def collect(module, params):
     except OSError as exc:
         raise CollectError(f"cannot read the RoCE QoS: {exc.filename}: {exc.strerror}", ib=ib) from exc
     extra = {}
+    links = read_links(params["root"])
     if params["sm_query"]:
         extra["sminfo"] = query_all(
             lambda argv, environment: module.run_command(argv, environ_update=environment),
@@ -132,6 +133,8 @@ def collect(module, params):
         "gpu": {key: gpu[key] for key in GPU_KEYS},
         "nccl_conf": {"path": params["nccl_conf_path"], "content": content},
         "interfaces": read_interface_mtus(params["interfaces"], params["root"]),
-        # The PCIe links of the GPUs and RDMA NICs, and of the ports above them (pcie.read_links).
-        "pcie": read_links(params["root"]),
+        # The PCIe links of the GPUs and RDMA NICs, and of the ports above them (pcie.read_links), and the ACS
+        # control of each bridge between a GPU and a NIC.
+        "pcie": links,
+        "pcie_paths": read_gpu_nic_paths(params["root"], links),
     }

@@ -70,6 +70,8 @@ FAMILIES = (
     "interface.mtu",
     "pcie.link",
     "iommu",
+    "pcie.acs",
+    "roce.gid",
     "intent",
 )
 # What the node check reads with: ``sminfo`` under this timeout (seconds), never a wait for ports to settle.

@@ -105,3 +105,79 @@ def read_links(root="/"):
         if address:
             roles.setdefault(address, f"RDMA NIC {name}")
     return [read_device(root, address, role) for address, role in sorted(roles.items())]
+
+
+# PCIe Access Control Services (PCIe Base Specification, ACS Extended Capability, ID 0x000D): the ACS Control
+# register at offset 6 of the capability. Request Redirect and Completion Redirect send peer-to-peer traffic up to
+# the root complex, where it is slower or blocked (NCCL's troubleshooting, "PCI Access Control Services (ACS)").
+ACS_CAPABILITY = 0x000D
+ACS_BITS = {
+    0x01: "SrcValid",
+    0x02: "TransBlk",
+    0x04: "ReqRedir",
+    0x08: "CmpltRedir",
+    0x10: "UpstreamFwd",
+    0x20: "EgressCtrl",
+    0x40: "DirectTrans",
+}
+ACS_REDIRECT = 0x04 | 0x08
+
+
+def acs_control(config):
+    """The ACS Control register of a function's configuration space (``config``: its bytes, as sysfs ``config``
+    gives them to root), or None when it has no ACS capability or the extended space was not readable (only the
+    first 64 bytes are readable without root)."""
+    offset, seen = 0x100, set()
+    while 0x100 <= offset <= len(config) - 8 and offset not in seen:
+        seen.add(offset)
+        header = int.from_bytes(config[offset : offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            return None
+        if header & 0xFFFF == ACS_CAPABILITY:
+            return int.from_bytes(config[offset + 6 : offset + 8], "little")
+        offset = (header >> 20) & 0xFFC
+    return None
+
+
+def acs_names(control):
+    return [name for bit, name in ACS_BITS.items() if control & bit]
+
+
+def _ancestors(root, address):
+    """The PCI functions above ``address``, nearest first (its ports, switches, up to the root bus)."""
+    path = os.path.realpath(os.path.join(root, "sys/bus/pci/devices", address))
+    found = []
+    parent = os.path.dirname(path)
+    while PCI_ADDRESS.match(os.path.basename(parent)):
+        found.append(os.path.basename(parent))
+        parent = os.path.dirname(parent)
+    return found
+
+
+def path_bridges(root, first, second):
+    """The bridges between two functions: those above either and below the nearest one above both (a switch's
+    downstream ports, the root ports when they meet only at the root complex)."""
+    above_first, above_second = _ancestors(root, first), _ancestors(root, second)
+    common = set(above_first) & set(above_second)
+    return [a for a in above_first if a not in common] + [a for a in above_second if a not in common]
+
+
+def read_acs(root, address):
+    """{address, control (None: no ACS capability, or unreadable), readable}: one bridge's ACS Control."""
+    try:
+        with open(os.path.join(root, "sys/bus/pci/devices", address, "config"), "rb") as handle:
+            config = handle.read(4096)
+    except OSError:
+        return {"address": address, "control": None, "readable": False}
+    return {"address": address, "control": acs_control(config), "readable": len(config) > 0x100}
+
+
+def read_gpu_nic_paths(root, links):
+    """[{gpu, nic, bridges: [read_acs of each]}] for every GPU and RDMA NIC of ``links`` (read_links' result)."""
+    gpus = [d["address"] for d in links if d["role"] == "GPU"]
+    nics = [d["address"] for d in links if d["role"].startswith("RDMA NIC")]
+    return [
+        {"gpu": gpu, "nic": nic, "bridges": [read_acs(root, bridge) for bridge in path_bridges(root, gpu, nic)]}
+        for gpu in gpus
+        for nic in nics
+    ]

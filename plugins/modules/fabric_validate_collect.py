@@ -164,6 +164,14 @@ pcie:
   returned: always
   type: list
   elements: dict
+pcie_paths:
+  description:
+    - For each NVIDIA GPU and RDMA NIC pair, C(gpu), C(nic) and C(bridges) - each bridge between them (C(address)),
+      its ACS Control register (C(control), null without an ACS capability) and whether its configuration space
+      could be read (C(readable); only root reads past the first 64 bytes).
+  returned: always
+  type: list
+  elements: dict
 roce_qos:
   description: Per interface and setting, what M(gpucluster.fabric.roce_qos) returns in check mode (C(ok), C(changed)
     meaning different from O(roce_qos), or C(unsupported) with the reason); empty without O(roce_qos).

@@ -7,6 +7,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     evaluate,
     expected_interface_mtus,
     failure_lines,
+    fleet_gid_checks,
     fleet_version_checks,
     health_checks,
     host_record,
@@ -23,6 +24,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
     rdma_round_record,
     rdma_rounds,
     reference_errors,
+    roce_gid_checks,
     roce_qos_health,
     sm_query_records,
     subnet_manager_checks,
@@ -652,11 +654,19 @@ def _same_verdicts(now, then):
     return True
 
 
+# Checks added after the kernel lab recorded its reports, judged on the same recorded host data.
+LATER_CHECKS = ("roce.gid[", "fleet.roce_gid_index")
+
+
 def _as_recorded(checks):
     """The checks as the kernel lab recorded them, before a measurement's check said which of perftest's outputs it
-    parsed (there: the text, perftest 4.5 writing no standard JSON)."""
+    parsed (there: the text, perftest 4.5 writing no standard JSON), and without the checks added since."""
     assert {c["parsed"] for c in checks if "parsed" in c} == {"text"}
-    return [{k: v for k, v in c.items() if k != "parsed"} for c in checks]
+    return [{k: v for k, v in c.items() if k != "parsed"} for c in checks if not c["check"].startswith(LATER_CHECKS)]
+
+
+def _later(result):
+    return {(c["host"], c["check"]): c for c in result["checks"] if c["check"].startswith(LATER_CHECKS)}
 
 
 def test_kernel_lab_report_is_reproduced_from_its_recorded_data():
@@ -673,7 +683,13 @@ def test_kernel_lab_report_is_reproduced_from_its_recorded_data():
         {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
     )
     assert _same_verdicts(_as_recorded(result["checks"]), report["checks"])
-    assert result["summary"] == report["summary"] == {"passed": 15, "failed": 1, "skipped": 7, "total": 23}
+    assert report["summary"] == {"passed": 15, "failed": 1, "skipped": 7, "total": 23}
+    assert result["summary"] == {"passed": 18, "failed": 1, "skipped": 7, "total": 26}
+    # The real rxe0 of each VM has its RoCE v2 IPv4 GID at index 1 (its fabric address), the fleet agrees.
+    later = _later(result)
+    assert later[("vm1", "roce.gid[rxe0/1]")]["message"].startswith("rxe0/1: RoCE v2 GID 1 is 192.168.77.1 on eth1")
+    assert later[("vm2", "roce.gid[rxe0/1]")]["measured"] == 1
+    assert later[("fleet", "fleet.roce_gid_index")]["status"] == "passed"
     bw = _by(result, "vm1", "ib_write_bw[vm2]")
     assert (bw["status"], bw["measured"], bw["threshold"]) == ("failed", 0.009352, 0.01)
     assert _by(result, "vm1", "port.state[rxe0/1]")["measured"] == "ACTIVE/LinkUp"
@@ -690,7 +706,7 @@ def test_kernel_lab_passing_report_is_reproduced_from_its_recorded_data():
         {"tiers": report["tiers"], "thresholds": report["thresholds"], "expected": {"active_mtu": 4096}},
     )
     assert _same_verdicts(_as_recorded(result["checks"]), report["checks"])
-    assert result["summary"] == {"passed": 16, "failed": 0, "skipped": 7, "total": 23}
+    assert result["summary"] == {"passed": 19, "failed": 0, "skipped": 7, "total": 26}
     assert _by(result, "vm1", "ib_write_bw[vm2]")["measured"] == 0.021588
     assert _by(result, "vm1", "ib_write_lat[vm2]")["measured"] == 3805.52
     assert (
@@ -897,3 +913,35 @@ def test_the_node_judges_the_health_tier_and_the_controller_the_answers_asked_fr
     assert [c["check"] for c in judged] == [c["check"] for c in node["report"]["checks"]]
     by_name = {c["check"]: c for c in judged}
     assert all(by_name[name]["status"] == "passed" and "(asked from sm1)" in by_name[name]["message"] for name in sm)
+
+
+def _roce(gids):
+    port = {"port": 1, "link_layer": "Ethernet", "netdev": "eth1", "gids": gids}
+    return {"ib": {"rdma_present": True, "devices": [{"name": "mlx5_0", "ports": [port]}]}}
+
+
+LINK_LOCAL = {"index": 0, "gid": "fe80:0000:0000:0000:5054:00ff:feab:0001", "type": "RoCE v2", "ndev": "eth1"}
+V1 = {"index": 0, "gid": "fe80:0000:0000:0000:5054:00ff:feab:0001", "type": "IB/RoCE v1", "ndev": "eth1"}
+
+
+def _ipv4(index, last):
+    return {"index": index, "gid": f"0000:0000:0000:0000:0000:ffff:0a14:{last:04x}", "type": "RoCE v2", "ndev": "eth1"}
+
+
+def test_a_roce_port_needs_a_routable_v2_gid_and_the_fleet_one_index():
+    (only_local,) = roce_gid_checks("gpu1", _roce([LINK_LOCAL]))
+    assert only_local["status"] == "failed" and "only link-local RoCE v2 GIDs on eth1 (0)" in only_local["message"]
+    (v1,) = roce_gid_checks("gpu1", _roce([V1]))
+    assert v1["status"] == "failed" and "no RoCE v2 GID on eth1 (types: IB/RoCE v1)" in v1["message"]
+    (found,) = roce_gid_checks("gpu1", _roce([LINK_LOCAL, _ipv4(3, 1)]))
+    assert found["status"] == "passed" and found["measured"] == 3 and "GID 3 is 10.20.0.1 on eth1" in found["message"]
+    assert roce_gid_checks("gpu1", {"ib": _ibsim("active")}) == []  # InfiniBand: no GID to choose
+    checks = [
+        *roce_gid_checks("gpu1", _roce([LINK_LOCAL, _ipv4(1, 1)])),
+        *roce_gid_checks("gpu2", _roce([LINK_LOCAL, _ipv4(1, 2)])),
+        *roce_gid_checks("gpu3", _roce([LINK_LOCAL, _ipv4(3, 3)])),
+    ]
+    (fleet,) = fleet_gid_checks(checks)
+    assert fleet["status"] == "failed" and fleet["host"] == "fleet"
+    assert fleet["message"].startswith("the IPv4 RoCE v2 GID is at index 1 on 2 of 3 ports, elsewhere on: gpu3 ")
+    assert fleet_gid_checks(checks[:2])[0]["status"] == "passed" and fleet_gid_checks(checks[:1]) == []

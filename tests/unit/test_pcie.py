@@ -12,11 +12,18 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
+    acs_checks,
     health_checks,
     iommu_checks,
     pcie_checks,
 )
-from ansible_collections.gpucluster.fabric.plugins.module_utils.pcie import parse_speed, read_device, read_links
+from ansible_collections.gpucluster.fabric.plugins.module_utils.pcie import (
+    acs_control,
+    parse_speed,
+    read_device,
+    read_gpu_nic_paths,
+    read_links,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CAPTURE = FIXTURES / "h200-1gpu" / "pcie-sysfs.txt"
@@ -222,3 +229,67 @@ def test_a_real_kernels_iommu_group_types_read_as_their_modes(tmp_path):
             os.symlink(os.path.relpath(directory, device), device / "iommu_group")
         behind = read_device(str(root), "0000:01:00.0", "RDMA NIC test")
         assert behind["iommu"] == mode
+
+
+def _acs_boots():
+    """{boot: {path below sys/devices: config bytes}} of the kernel-lab capture."""
+    boots, boot, path = {}, None, None
+    for line in (FIXTURES / "qemu-q35-pcie" / "acs-config.txt").read_text().splitlines():
+        if line.startswith("=== "):
+            boot = boots.setdefault(line[4:], {})
+        elif line.startswith("== "):
+            path = line[3:]
+        elif path and not line.startswith("#"):
+            boot[path], path = bytes.fromhex(line), None
+    return boots
+
+
+def _acs_tree(root, configs, config_bytes=None):
+    """The capture's tree, its two endpoints standing in for a GPU (00:08.0's) and an RDMA NIC (00:09.0's); the
+    root ports' configuration space is the real one (or the first ``config_bytes`` of it)."""
+    gpu = "pci0000:00/0000:00:08.0/0000:01:00.0"
+    nic = "pci0000:00/0000:00:09.0/0000:02:00.0"
+    files = {path: {"vendor": "0x1b36", "class": "0x060400"} for path in configs}
+    files[gpu] = {"vendor": "0x10de", "device": "0x2335", "class": "0x030200", **_link("2.5", 1, "2.5", 1)}
+    files[nic] = {"vendor": "0x15b3", "device": "0x1021", "class": "0x020700", **_link("2.5", 1, "2.5", 1)}
+    _tree(root, files, rdma={"mlx5_0": nic})
+    for path, config in configs.items():
+        (root / "sys" / "devices" / path / "config").write_bytes(config[:config_bytes])
+    return str(root)
+
+
+def test_acs_redirect_on_the_bridges_between_gpu_and_nic_fails_gpudirect(tmp_path):
+    """A real kernel's root ports (kernel lab, q35): with intel_iommu=on Linux turns ACS on them on (Source
+    Validation, Request and Completion Redirect, Upstream Forwarding: 0x1d); without an IOMMU it leaves it off."""
+    boots = _acs_boots()
+    assert [acs_control(c) for c in boots["intel_iommu=on"].values()] == [0x1D, 0x1D, None, None]
+    assert [acs_control(c) for c in boots["no IOMMU"].values()] == [0, 0, None, None]
+    on = _acs_tree(tmp_path / "on", boots["intel_iommu=on"])
+    links = read_links(on)
+    assert [d["role"] for d in links] == ["GPU", "RDMA NIC mlx5_0"]
+    paths = read_gpu_nic_paths(on, links)
+    assert [(p["gpu"], p["nic"], [b["address"] for b in p["bridges"]]) for p in paths] == [
+        ("0000:01:00.0", "0000:02:00.0", ["0000:00:08.0", "0000:00:09.0"])
+    ]
+    (failed,) = acs_checks("gpu1", {"pcie_paths": paths, "gpudirect": {"mode": "dmabuf"}})
+    assert failed["status"] == "failed" and failed["measured"] == ["0000:00:08.0", "0000:00:09.0"]
+    assert failed["message"].startswith(
+        "ACS redirects peer-to-peer traffic on 2 bridge(s) between the GPUs and NICs: 0000:00:08.0 (SrcValid, "
+        "ReqRedir, CmpltRedir, UpstreamFwd)"
+    )
+    (off,) = acs_checks("gpu1", {"pcie_paths": paths, "gpudirect": {"mode": "none"}})
+    assert off["status"] == "skipped" and off["measured"] == ["0000:00:08.0", "0000:00:09.0"]
+    clear = _acs_tree(tmp_path / "off", boots["no IOMMU"])
+    (passed,) = acs_checks(
+        "gpu1", {"pcie_paths": read_gpu_nic_paths(clear, read_links(clear)), "gpudirect": {"mode": "peermem"}}
+    )
+    assert (
+        passed["status"] == "passed"
+        and passed["message"] == "no ACS redirect on the 2 bridge(s) of the 1 GPU-NIC path(s)"
+    )
+    unread = _acs_tree(tmp_path / "user", boots["intel_iommu=on"], config_bytes=64)  # what a non-root read gets
+    (skipped,) = acs_checks(
+        "gpu1", {"pcie_paths": read_gpu_nic_paths(unread, read_links(unread)), "gpudirect": {"mode": "dmabuf"}}
+    )
+    assert skipped["status"] == "skipped" and "(run as root)" in skipped["message"]
+    assert acs_checks("gpu1", {"pcie_paths": []})[0]["status"] == "skipped" and acs_checks("gpu1", {}) == []

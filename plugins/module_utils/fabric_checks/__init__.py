@@ -12,6 +12,7 @@ here, as before the split.
 from .fleet import (  # noqa: F401
     evaluate,
     failure_lines,
+    fleet_gid_checks,
     fleet_version_checks,
     nccl_side_by_side,
     outlier_checks,
@@ -23,6 +24,7 @@ from .health import (  # noqa: F401
     _gpu_health,
     _nccl_conf_health,
     _qos_value,
+    acs_checks,
     collected_record,
     health_checks,
     host_record,
@@ -30,6 +32,7 @@ from .health import (  # noqa: F401
     node_check_records,
     node_judged_checks,
     pcie_checks,
+    roce_gid_checks,
     roce_qos_health,
     sm_query_records,
     sm_verdict,

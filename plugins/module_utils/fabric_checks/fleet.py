@@ -128,6 +128,33 @@ def fleet_version_checks(hosts):
     return checks
 
 
+def fleet_gid_checks(checks):
+    """``fleet.roce_gid_index``: every RoCE port of the fleet finds its IPv4 RoCE v2 GID at the same index (the
+    measurement of its passed roce.gid check). NCCL older than 2.21 uses one NCCL_IB_GID_INDEX for every node, and
+    a node whose GID sits elsewhere talks on the wrong one. Fewer than two such ports: nothing to agree on."""
+    found = {(c["host"], c["check"]): c["measured"] for c in checks if c["check"].startswith("roce.gid[")}
+    indexes = {key: index for key, index in found.items() if index is not None}
+    if len(indexes) < 2:
+        return []
+    counts = {}
+    for index in indexes.values():
+        counts[index] = counts.get(index, 0) + 1
+    common = max(counts.values())
+    majority = sorted(index for index, count in counts.items() if count == common)
+    if len(counts) == 1:
+        message = f"every RoCE port ({len(indexes)}) has its IPv4 RoCE v2 GID at index {majority[0]}"
+        return [_check("fleet", "health", "fleet.roce_gid_index", "passed", message, majority[0], majority[0])]
+    others = sorted(
+        f"{host} {check[9:-1]} at {index}" for (host, check), index in indexes.items() if index != majority[0]
+    )
+    message = (
+        f"the IPv4 RoCE v2 GID is at index {majority[0]} on {common} of {len(indexes)} ports, elsewhere on: "
+        f"{', '.join(others)}; a fixed NCCL_IB_GID_INDEX (NCCL before 2.21) is wrong for those: give every node the "
+        "same addresses in the same order, or let NCCL 2.21+ choose"
+    )
+    return [_check("fleet", "health", "fleet.roce_gid_index", "failed", message, len(counts), 1, "indexes")]
+
+
 def evaluate(hosts, config):
     """All checks for the selected tiers. ``hosts``: {host: collected data}; ``config``: tiers, thresholds,
     references, expected, rdma_device, unreached (hosts of the play that were not validated: unreachable, or failed
@@ -159,6 +186,7 @@ def evaluate(hosts, config):
             checks.extend(nccl_checks(host, data, thresholds, config.get("references")))
     if "health" in tiers:
         checks.extend(fleet_version_checks(hosts))
+        checks.extend(fleet_gid_checks(checks))
     if "outliers" in tiers:
         checks.extend(outlier_checks(checks, thresholds))
     summary = {status: len([c for c in checks if c["status"] == status]) for status in ("passed", "failed", "skipped")}

@@ -8,6 +8,7 @@ subnet manager of each port, judged on what one host read (its record); and the 
 from collections.abc import Mapping
 
 from ..nccl import is_debug_only
+from ..pcie import ACS_REDIRECT, acs_names
 from ..sminfo import infiniband_port as _infiniband_port
 from ..sminfo import query_ports as sm_query_ports
 from ..sminfo import sminfo_outcome
@@ -119,6 +120,8 @@ def health_checks(host, data, expected):
     checks.extend(subnet_manager_checks(host, data))
     checks.extend(pcie_checks(host, data))
     checks.extend(iommu_checks(host, data))
+    checks.extend(acs_checks(host, data))
+    checks.extend(roce_gid_checks(host, data))
     for iface in data.get("interfaces") or []:
         want = iface.get("expected_mtu")
         have = iface.get("mtu")
@@ -172,6 +175,7 @@ def collected_record(collected, inputs):
         },
         "interfaces": collected.get("interfaces"),
         "pcie": collected.get("pcie"),
+        "pcie_paths": collected.get("pcie_paths"),
         "rdma": list(inputs.get("rdma") or []),
         "rdma_served": [],
         "nccl": inputs.get("nccl"),
@@ -510,3 +514,86 @@ def iommu_checks(host, data):
         return [_check(host, "health", "iommu", "passed", message, shown)]
     message = f"the IOMMU: {shown}: GPUDirect RDMA ({gpudirect}) reaches the NIC directly"
     return [_check(host, "health", "iommu", "passed", message, shown, "off or passthrough")]
+
+
+IPV4_MAPPED = "0000:0000:0000:0000:0000:ffff:"
+
+
+def _gid_address(gid):
+    """The IPv4 address of an IPv4-mapped GID (``...:ffff:0a14:0001`` is 10.20.0.1), else None."""
+    if not gid.startswith(IPV4_MAPPED):
+        return None
+    digits = gid[len(IPV4_MAPPED) :].replace(":", "")
+    return ".".join(str(int(digits[i : i + 2], 16)) for i in range(0, 8, 2))
+
+
+def roce_gid_checks(host, data):
+    """``roce.gid[<dev>/<port>]`` for each RoCE port (Ethernet link layer): a RoCE v2 GID of the IPv4 family on the
+    port's interface (gid_attrs/types and ndevs). NCCL 2.21 and later choose the GID themselves (NCCL_IB_GID_INDEX
+    -1) by address family and range; with only link-local GIDs (fe80::, the interface has no fabric address) they
+    land on one that is not routable. The index found is the measurement the fleet compares
+    (fleet.roce_gid_index)."""
+    checks = []
+    for device, port in _ports(data):
+        if port.get("link_layer") != "Ethernet":
+            continue
+        name = f"roce.gid[{device}/{port['port']}]"
+        netdev = port.get("netdev") or "its interface"
+        v2 = [g for g in port.get("gids") or [] if g.get("type") == "RoCE v2"]
+        ipv4 = [g for g in v2 if _gid_address(g.get("gid") or "")]
+        if ipv4:
+            first = ipv4[0]
+            message = (
+                f"{device}/{port['port']}: RoCE v2 GID {first['index']} is {_gid_address(first['gid'])} on "
+                f"{first.get('ndev') or netdev}, the IPv4 GID NCCL selects (NCCL_IB_GID_INDEX unset or -1, NCCL 2.21+)"
+            )
+            checks.append(_check(host, "health", name, "passed", message, first["index"], "RoCE v2 IPv4"))
+        elif v2:
+            message = (
+                f"{device}/{port['port']}: only link-local RoCE v2 GIDs on {netdev} "
+                f"({', '.join(str(g['index']) for g in v2)}): NCCL would use a GID no router forwards; give {netdev} "
+                "its fabric address (role fabric_interfaces)"
+            )
+            checks.append(_check(host, "health", name, "failed", message, None, "RoCE v2 IPv4"))
+        else:
+            message = (
+                f"{device}/{port['port']}: no RoCE v2 GID on {netdev} (types: "
+                f"{', '.join(sorted({str(g.get('type')) for g in port.get('gids') or []})) or 'none'}): give {netdev} "
+                "an IPv4 address; RoCE v1 is not routable"
+            )
+            checks.append(_check(host, "health", name, "failed", message, None, "RoCE v2 IPv4"))
+    return checks
+
+
+def acs_checks(host, data):
+    """``pcie.acs``: no bridge between a GPU and an RDMA NIC (pcie.path_bridges) has ACS Request or Completion
+    Redirect on where GPUDirect RDMA is on: redirected, the GPU-NIC traffic goes up to the root complex, slower or
+    not at all (NCCL's troubleshooting, "PCI Access Control Services (ACS)"; NVIDIA/nccl#1737, #2079)."""
+    paths = data.get("pcie_paths")
+    if paths is None:
+        return []
+    if not paths:
+        return [_check(host, "health", "pcie.acs", "skipped", "skipped: no GPU and RDMA NIC on this host")]
+    gpudirect = (data.get("gpudirect") or {}).get("mode")
+    bridges = {bridge["address"]: bridge for path in paths for bridge in path["bridges"]}
+    redirecting = sorted(a for a, b in bridges.items() if b["control"] is not None and b["control"] & ACS_REDIRECT)
+    unread = sorted(a for a, b in bridges.items() if not b["readable"])
+    pairs = len(paths)
+    if gpudirect not in ("dmabuf", "peermem"):
+        message = f"skipped: GPUDirect RDMA is {gpudirect or 'not decided here'}: no peer-to-peer path to judge"
+        return [_check(host, "health", "pcie.acs", "skipped", message, redirecting)]
+    if redirecting:
+        shown = "; ".join(f"{a} ({', '.join(acs_names(bridges[a]['control']))})" for a in redirecting)
+        message = (
+            f"ACS redirects peer-to-peer traffic on {len(redirecting)} bridge(s) between the GPUs and NICs: {shown}; "
+            f"clear it (setpci -s <bridge> ECAP_ACS+0x6.w=0000 at every boot, or the BIOS's ACS setting): {NCCL_ACS}"
+        )
+        return [_check(host, "health", "pcie.acs", "failed", message, redirecting, [])]
+    if unread:
+        message = f"skipped: the configuration space of {', '.join(unread)} cannot be read (run as root)"
+        return [_check(host, "health", "pcie.acs", "skipped", message)]
+    message = f"no ACS redirect on the {len(bridges)} bridge(s) of the {pairs} GPU-NIC path(s)"
+    return [_check(host, "health", "pcie.acs", "passed", message, [], [])]
+
+
+NCCL_ACS = NCCL_TROUBLESHOOTING + "#pci-access-control-services-acs"
