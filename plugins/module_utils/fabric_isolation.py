@@ -12,19 +12,22 @@ on a subnet manager.
 
 import re
 
+from .opensm_partitions import normalize_port_guid
+
 FULL_BIT = 0x8000
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _MEMBERSHIPS = ("full", "limited", "both")
 
 
-def normal_guid(text):
-    """A port GUID as ``0x`` and 16 lower-case hex digits."""
-    return f"0x{int(str(text), 16):016x}"
+def port_guid(text):
+    """A port GUID as partitions.conf and ibnetdiscover write it (normalize_port_guid), also from the short hex
+    sminfo prints (``0x2c90300a00001``)."""
+    return normalize_port_guid(f"{int(str(text), 16):016x}")
 
 
 def parse_partitions(text):
-    """[{name, pkey (15 bits), members: {member: membership}}] of a partitions.conf text, comments dropped; members are
-    ``ALL``-style words or normal_guid GUIDs. Raises ValueError naming what it cannot read."""
+    """[{name, pkey (15 bits), members: [(member, membership)]}] of a partitions.conf text, comments dropped, in the
+    file's order; a member is an ``ALL``-style word or a port_guid. Raises ValueError naming what it cannot read."""
     body = "\n".join(line.split("#", 1)[0] for line in (text or "").splitlines())
     partitions = []
     for statement in body.split(";"):
@@ -35,7 +38,7 @@ def parse_partitions(text):
         head, members_text = statement.split(":", 1)
         name, pkey_text = (head.split(",", 1)[0].strip().split("=", 1) + [""])[:2]
         pkey = int(pkey_text, 16) & 0x7FFF if pkey_text.strip() else None
-        members = {}
+        members = []
         for item in re.split(r"[,\s]+", members_text.strip()):
             if not item:
                 continue
@@ -43,12 +46,7 @@ def parse_partitions(text):
             membership = membership or "limited"
             if membership not in _MEMBERSHIPS:
                 raise ValueError(f"partition {name.strip()}: membership {membership!r} of {member}")
-            key = member.upper() if not member.lower().startswith("0x") else normal_guid(member)
-            # A port listed twice keeps the wider membership (full over limited; both covers the two).
-            before = members.get(key)
-            members[key] = (
-                membership if before in (None, membership) else "both" if "both" in (before, membership) else "full"
-            )
+            members.append((member.upper() if not member.lower().startswith("0x") else port_guid(member), membership))
         partitions.append({"name": name.strip(), "pkey": pkey, "members": members})
     return partitions
 
@@ -59,9 +57,10 @@ def wanted_pkeys(partitions, guid, self_guid=None):
     for partition in partitions:
         if partition["pkey"] is None:
             continue
+        # A port named more than once (ALL and its GUID, say) holds the widest: full over limited, both for both.
         memberships = [
             membership
-            for member, membership in partition["members"].items()
+            for member, membership in partition["members"]
             if member == guid or member in ("ALL", "ALL_CAS") or (member == "SELF" and guid == self_guid)
         ]
         if not memberships:
@@ -87,7 +86,7 @@ def parse_ca_ports(text):
                 {
                     "lid": int(fields[1]),
                     "port": int(fields[2]),
-                    "guid": normal_guid(fields[3]),
+                    "guid": port_guid(fields[3]),
                     "description": description.group(1) if description else "",
                 }
             )

@@ -34,7 +34,7 @@ from .fabric_checks import collected_record, expected_interface_mtus, health_che
 from .fabric_checks.isolation import isolation_checks
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
 from .fabric_collect import CollectError, collect
-from .fabric_isolation import normal_guid, parse_ca_ports, parse_partitions, parse_pkey_table
+from .fabric_isolation import parse_ca_ports, parse_partitions, parse_pkey_table, port_guid
 from .node_apply import APPLIERS
 from .sminfo import sminfo_outcome
 
@@ -373,7 +373,7 @@ def isolation(host, opensm, module, master_guid):
         partitions = parse_partitions(partitions_text)
     except ValueError as exc:
         return [_check(host, TIER, "partition", "failed", f"the intent's partitions.conf cannot be read: {exc}")]
-    self_guid = normal_guid(master_guid) if master_guid else None
+    self_guid = port_guid(master_guid) if master_guid else None
     return isolation_checks(host, partitions, ports, self_guid)
 
 

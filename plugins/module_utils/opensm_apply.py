@@ -53,13 +53,11 @@ def keys_file(module, apply, path):
         apply.changes.append({"what": path, "why": "it is missing (its content holds the keys: give conf to write it)"})
         if not module.check_mode:
             module.fail_json(msg=f"{path} is missing and no conf was given to write it", **apply.report({}))
-        return False
-    if mode == CONF_MODE:
-        return False
-    apply.changes.append({"what": path, "why": f"mode {mode:04o}, not {CONF_MODE:04o} (it holds the keys)"})
-    if not module.check_mode:
-        os.chmod(real, CONF_MODE)
-    return True
+        return
+    if mode != CONF_MODE:
+        apply.changes.append({"what": path, "why": f"mode {mode:04o}, not {CONF_MODE:04o} (it holds the keys)"})
+        if not module.check_mode:
+            os.chmod(real, CONF_MODE)
 
 
 def run(module):

@@ -30,19 +30,6 @@ CAPTURE = FIXTURES / "h200-1gpu" / "pcie-sysfs.txt"
 Q35 = FIXTURES / "qemu-q35-pcie" / "pcie-sysfs.txt"
 
 
-def _captured(address):
-    """The link files of ``address`` as the capture lists them (its ``== <address>`` section)."""
-    lines = CAPTURE.read_text().splitlines()
-    start = lines.index(f"== {address}") + 1
-    files = {}
-    for line in lines[start:]:
-        if line.startswith("=="):
-            break
-        name, value = line.split(": ", 1)
-        files[name] = value
-    return files
-
-
 def _link(speed, width, max_speed, max_width):
     return {
         "current_link_speed": f"{speed} GT/s PCIe",
@@ -71,7 +58,8 @@ def _tree(root, devices, rdma=None):
 
 
 def _capture_tree(path):
-    """{path below sys/devices: files} of a capture whose sections are ``== <path>`` and ``name: value`` lines."""
+    """{section: files} of a capture whose sections are ``== <name>`` (an address, or a path below sys/devices) and
+    ``name: value`` lines (the H200's and the q35 VM's)."""
     tree, files = {}, None
     for line in path.read_text().splitlines():
         if line.startswith("== "):
@@ -108,7 +96,7 @@ def test_speeds_in_the_kernels_formats():
 
 
 def test_the_h200_capture_runs_at_gen5_x16_as_possible(tmp_path):
-    root = _tree(tmp_path, {"pci0000:00/0000:00:06.0": _captured("0000:00:06.0")})
+    root = _tree(tmp_path, {"pci0000:00/0000:00:06.0": _capture_tree(CAPTURE)["0000:00:06.0"]})
     links = read_links(root)
     assert [(d["address"], d["role"], d["port"]) for d in links] == [("0000:00:06.0", "GPU", None)]
     assert links[0]["link"] == {"current_speed": 32.0, "current_width": 16, "max_speed": 32.0, "max_width": 16}
@@ -186,7 +174,7 @@ def _with_iommu_group(root, address, kind):
     ("kind", "mode"), [(None, "unknown"), ("identity", "passthrough"), ("DMA", "translated"), ("DMA-FQ", "translated")]
 )
 def test_the_iommu_mode_is_the_devices_group_type(tmp_path, kind, mode):
-    root = _tree(tmp_path, {"pci0000:00/0000:00:06.0": _captured("0000:00:06.0")})
+    root = _tree(tmp_path, {"pci0000:00/0000:00:06.0": _capture_tree(CAPTURE)["0000:00:06.0"]})
     assert read_links(root)[0]["iommu"] == "off"  # no group: the H200 microVM, /sys/kernel/iommu_groups empty
     _with_iommu_group(root, "0000:00:06.0", kind)
     assert read_links(root)[0]["iommu"] == mode

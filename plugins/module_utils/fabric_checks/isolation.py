@@ -14,7 +14,7 @@ def isolation_checks(host, partitions, ports, self_guid=None):
     channel adapter port found; ``partitions``: fabric_isolation.parse_partitions of the intent's partitions.conf;
     ``self_guid``: the master subnet manager's port (member ``SELF``)."""
     names = {p["pkey"]: p["name"] for p in partitions if p["pkey"] is not None}
-    checks, holders, unread = [], {}, []
+    checks, holders, unread, wanted_by = [], {}, [], {}
     for port in ports:
         name = f"partition.port[{port['guid']}]"
         subject = f"{port['guid']} ({port['description'] or 'LID ' + str(port['lid'])})"
@@ -26,7 +26,7 @@ def isolation_checks(host, partitions, ports, self_guid=None):
         held = set(port["pkeys"])
         for pkey in held:
             holders.setdefault(pkey & 0x7FFF, {})[port["guid"]] = pkey
-        wanted = wanted_pkeys(partitions, port["guid"], self_guid)
+        wanted = wanted_by[port["guid"]] = wanted_pkeys(partitions, port["guid"], self_guid)
         extra = sorted(held - set(wanted))
         missing = sorted(set(wanted) - held)
         shown = ", ".join(describe(p, names) for p in sorted(held)) or "none"
@@ -49,12 +49,7 @@ def isolation_checks(host, partitions, ports, self_guid=None):
             continue
         pkey = partition["pkey"]
         name = f"partition[{partition['name']}]"
-        members = {
-            p["guid"]
-            for p in ports
-            if p.get("pkeys") is not None
-            and pkey in {w & 0x7FFF for w in wanted_pkeys(partitions, p["guid"], self_guid)}
-        }
+        members = {guid for guid, wanted in wanted_by.items() if pkey in {w & 0x7FFF for w in wanted}}
         held_by = holders.get(pkey, {})
         intruders = sorted(set(held_by) - members)
         absent = sorted(members - set(held_by))
