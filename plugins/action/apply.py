@@ -19,7 +19,7 @@ from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks impo
     selected_by_tags,
 )
 
-ROLES = ("rdma_core", "rdma_modules", "cuda_repo", "nccl", "fabric_interfaces", "roce_qos")
+ROLES = ("rdma_core", "rdma_modules", "hca_firmware", "cuda_repo", "nccl", "fabric_interfaces", "roce_qos")
 # An argument taken from an earlier role's result in the same call: what cuda_repo read of the repository in check
 # mode (before apt has lists of it) is what nccl checks its build against, as role nccl reads cuda_repo_applied.
 INPUTS = {"nccl": {"offered_index": ["gpucluster.fabric.cuda_repo", "offered_nccl"]}}
@@ -31,9 +31,19 @@ def _no_interfaces(args):
     return {"changed": False, "msg": "no fabric interface: nothing to apply"}
 
 
+def _no_settings(args):
+    if args.get("settings"):
+        return None
+    return {"changed": False, "msg": "no firmware setting is named: nothing to read", "reboot_required": False}
+
+
 # A role's result when its module has nothing to do (it is then not run), and what its own action plugin adds to the
 # module's result (none: the module's result as it is).
-NOTHING_TO_APPLY = {"fabric_interfaces": _no_interfaces, "roce_qos": roce_qos.nothing_to_apply}
+NOTHING_TO_APPLY = {
+    "fabric_interfaces": _no_interfaces,
+    "hca_firmware": _no_settings,
+    "roce_qos": roce_qos.nothing_to_apply,
+}
 WITH_REQUEST = {"roce_qos": roce_qos.with_request}
 
 
@@ -110,6 +120,9 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
                 outcomes = [called] * len(steps)
             for (role, _module, args), outcome in zip(steps, outcomes):
                 mine[role] = WITH_REQUEST.get(role, lambda r, a: r)(dict(outcome), args)
+                # A fact a role's module sets (hca_firmware's reboot_required), as the role's own task would.
+                if outcome.get("ansible_facts"):
+                    result.setdefault("ansible_facts", {}).update(outcome["ansible_facts"])
             for key in ("failed", "msg", "diff", "unreachable"):
                 if key in called:
                     result[key] = called[key]

@@ -12,6 +12,7 @@ from ansible.errors import AnsibleFilterError
 SITE_ROLES = (
     "rdma_core",
     "rdma_modules",
+    "hca_firmware",
     "cuda_repo",
     "nccl",
     "fabric_interfaces",

@@ -10,7 +10,7 @@ instead of the process. host_checks accepts only modules that change nothing in 
 
 import traceback
 
-from . import cuda_repo_probe, fabric_link, nccl, rdma_modules
+from . import cuda_repo_probe, fabric_link, hca_firmware, nccl, rdma_modules
 
 # module name -> (argument spec, run(module), whether the arguments given leave the host unchanged); an entry may add
 # a fourth item, the argument spec's other rules (ArgumentSpecValidator's keywords: required_if, ...).
@@ -21,6 +21,11 @@ STEPS = {
         lambda args: args.get("state") == "checked",
     ),
     "gpucluster.fabric.nccl": (nccl.ARGUMENT_SPEC, nccl.run, lambda args: args.get("state") == "checked"),
+    "gpucluster.fabric.hca_firmware": (
+        hca_firmware.ARGUMENT_SPEC,
+        hca_firmware.run,
+        lambda args: args.get("state") == "checked" or not args.get("apply"),
+    ),
     "gpucluster.fabric.cuda_repo_probe": (
         cuda_repo_probe.ARGUMENT_SPEC,
         cuda_repo_probe.run,

@@ -5,7 +5,16 @@ spec (plugins/module_utils/host_checks.py runs it), in order, and a step that fa
 role's tasks would have stopped there.
 """
 
-from . import cuda_repo_probe, fabric_interfaces_apply, nccl, opensm_apply, rdma_core, rdma_modules, roce_qos_node
+from . import (
+    cuda_repo_probe,
+    fabric_interfaces_apply,
+    hca_firmware,
+    nccl,
+    opensm_apply,
+    rdma_core,
+    rdma_modules,
+    roce_qos_node,
+)
 
 
 def _changes(args):
@@ -16,6 +25,7 @@ def _changes(args):
 APPLIERS = {
     "gpucluster.fabric.rdma_core": (rdma_core.ARGUMENT_SPEC, rdma_core.run, _changes),
     "gpucluster.fabric.rdma_modules": (rdma_modules.ARGUMENT_SPEC, rdma_modules.run, _changes),
+    "gpucluster.fabric.hca_firmware": (hca_firmware.ARGUMENT_SPEC, hca_firmware.run, _changes),
     "gpucluster.fabric.cuda_repo": (cuda_repo_probe.APPLY_ARGUMENT_SPEC, cuda_repo_probe.apply, _changes),
     "gpucluster.fabric.nccl": (nccl.ARGUMENT_SPEC, nccl.run, _changes),
     "gpucluster.fabric.fabric_interfaces": (

@@ -30,7 +30,14 @@ import traceback
 
 from . import intent as intent_file
 from .fabric_checks import check as _check
-from .fabric_checks import collected_record, expected_interface_mtus, health_checks, sm_verdict, with_sm
+from .fabric_checks import (
+    collected_record,
+    expected_interface_mtus,
+    firmware_checks,
+    health_checks,
+    sm_verdict,
+    with_sm,
+)
 from .fabric_checks.isolation import isolation_checks
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
 from .fabric_collect import CollectError, collect
@@ -64,6 +71,7 @@ FAMILIES = (
     "roce_qos.ecn",
     "roce_qos.tos",
     "sm.master",
+    "sm.state",
     "opensm.running",
     "partition",
     "partition.port",
@@ -72,10 +80,12 @@ FAMILIES = (
     "iommu",
     "pcie.acs",
     "roce.gid",
+    "hca.firmware",
     "intent",
 )
 # What the node check reads with: ``sminfo`` under this timeout (seconds), never a wait for ports to settle.
 SM_QUERY_TIMEOUT = 5
+SM_GOOD_STATES = ("SMINFO_MASTER", "SMINFO_STANDBY")  # of a subnet manager that takes part in the handover
 CONFIG_DEFAULTS = {
     "textfile_dir": TEXTFILE_DIR,
     "report": REPORT_PATH,
@@ -343,8 +353,38 @@ def subnet_manager_checks(host, opensm, module):
     outcome = sminfo_outcome(rc, out, err)
     status, message, measured = sm_verdict("the fabric", outcome, host, host)
     checks.append(_check(host, TIER, "sm.master", status, message, measured, "SMINFO_MASTER"))
-    master = outcome[1]["guid"] if outcome[0] == "answered" and outcome[1]["master"] else None
-    return checks + isolation(host, opensm, module, master)
+    answer = outcome[1] if outcome[0] == "answered" and outcome[1]["master"] else None
+    checks.append(own_sm_state(host, unit, module, dict(opensm.get("diag_environment") or {}), answer))
+    return checks + isolation(host, opensm, module, answer["guid"] if answer else None)
+
+
+def own_sm_state(host, unit, module, environment, master):
+    """``sm.state``: the state of this host's own subnet manager (SMInfo of its port: ``ibaddr`` gives the port's
+    LID; where that is the master's LID, ``master``'s answer is this SM's, else ``sminfo <LID>`` asks it). MASTER or
+    STANDBY passes; the fleet report's ``fleet.sm_master`` then wants exactly one MASTER."""
+    timeout = module.get_bin_path("timeout") or "timeout"
+    rc, out, err = module.run_command([timeout, str(SM_QUERY_TIMEOUT), "ibaddr"], environ_update=environment)
+    found = re.search(r"LID start (0x[0-9a-fA-F]+|\d+)", out or "")
+    if rc != 0 or not found:
+        said = " ".join((err or out or f"rc {rc}").split())[:200]
+        return _check(host, TIER, "sm.state", "failed", f"cannot read this host's port LID (ibaddr: {said})")
+    lid = int(found.group(1), 0)
+    if master and master["lid"] == lid:
+        answer = master
+    else:
+        rc, out, err = module.run_command(
+            [timeout, str(SM_QUERY_TIMEOUT), "sminfo", str(lid)], environ_update=environment
+        )
+        kind, answer = sminfo_outcome(rc, out, err)
+        if kind != "answered":
+            message = f"the subnet manager at this host's port (LID {lid}) does not answer ({kind}: {answer}): {unit}"
+            return _check(host, TIER, "sm.state", "failed", message, None, " or ".join(SM_GOOD_STATES))
+    state = answer["state_name"]
+    text = f"this host's subnet manager (LID {lid}, priority {answer['priority']}) is {state}"
+    if state in SM_GOOD_STATES:
+        return _check(host, TIER, "sm.state", "passed", text, state, " or ".join(SM_GOOD_STATES))
+    fix = f": it has not joined the subnet managers' handover; read journalctl -u {unit}"
+    return _check(host, TIER, "sm.state", "failed", text + fix, state, " or ".join(SM_GOOD_STATES))
 
 
 def isolation(host, opensm, module, master_guid):
@@ -418,6 +458,7 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule, **given):
         checks.append(check)
         applied[role] = result
     judged, versions = health(host, roles, applied, module_class, **given)
+    judged = judged + firmware_checks(host, applied.get("hca_firmware"))
     if "opensm" in roles:
         judged = judged + subnet_manager_checks(host, roles["opensm"], module_class({}))
     for check in judged:

@@ -9,7 +9,8 @@ short_description: Run the host-side checks of several of the collection's modul
 description:
   - Runs, in one call on the host and in the order given, the checks the site preflight (action
     M(gpucluster.fabric.preflight)) makes there, each with its own module's code and argument spec -
-    M(gpucluster.fabric.rdma_modules) and M(gpucluster.fabric.nccl) with O(steps[].args) C(state=checked),
+    M(gpucluster.fabric.rdma_modules), M(gpucluster.fabric.nccl) and M(gpucluster.fabric.hca_firmware) with
+    O(steps[].args) C(state=checked),
     M(gpucluster.fabric.cuda_repo_probe) without C(install), and M(gpucluster.fabric.fabric_link_info).
   - Each step's result is what its module returns; a step that fails does not stop the steps after it, and a step
     whose arguments would change the host is refused.
@@ -34,6 +35,7 @@ options:
         choices:
           - gpucluster.fabric.cuda_repo_probe
           - gpucluster.fabric.fabric_link_info
+          - gpucluster.fabric.hca_firmware
           - gpucluster.fabric.nccl
           - gpucluster.fabric.rdma_modules
       args:

@@ -9,8 +9,8 @@ short_description: Run several of the collection's applier modules in one call o
 description:
   - Runs, in one call on the host and in the order given, the applier modules of the roles of one play, each with its
     own module's code and argument spec - M(gpucluster.fabric.rdma_core), M(gpucluster.fabric.rdma_modules),
-    M(gpucluster.fabric.cuda_repo), M(gpucluster.fabric.nccl), M(gpucluster.fabric.fabric_interfaces),
-    M(gpucluster.fabric.roce_qos) and M(gpucluster.fabric.opensm).
+    M(gpucluster.fabric.hca_firmware), M(gpucluster.fabric.cuda_repo), M(gpucluster.fabric.nccl),
+    M(gpucluster.fabric.fabric_interfaces), M(gpucluster.fabric.roce_qos) and M(gpucluster.fabric.opensm).
   - Each step's result is what its module returns; a step that fails stops the steps after it, each of which says so.
   - Action M(gpucluster.fabric.apply) calls it with each role's arguments; it is not meant for a task of its own.
 version_added: 0.1.0
@@ -32,6 +32,7 @@ options:
         choices:
           - gpucluster.fabric.cuda_repo
           - gpucluster.fabric.fabric_interfaces
+          - gpucluster.fabric.hca_firmware
           - gpucluster.fabric.nccl
           - gpucluster.fabric.opensm
           - gpucluster.fabric.rdma_core

@@ -21,8 +21,10 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.template import trust_as_template
 from ansible.vars.clean import namespace_facts
 
+from ..module_utils import hca_firmware as hca_firmware_rules
 from ..module_utils import node_check_install
 from ..module_utils import rdma_core as rdma_core_rules
+from .mlxconfig_params import CATALOGUE
 from .preflight import failure_message
 
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
@@ -155,6 +157,7 @@ def result_messages(result):
 INTENT_TASKS = {
     "rdma_core": ("apply.yml", "gpucluster.fabric.rdma_core", ("state", "host")),
     "rdma_modules": ("apply.yml", "gpucluster.fabric.rdma_modules", ("state", "host")),
+    "hca_firmware": ("apply.yml", "gpucluster.fabric.hca_firmware", ("state", "host")),
     "cuda_repo": (
         "main.yml",
         "gpucluster.fabric.cuda_repo",
@@ -308,6 +311,20 @@ class Checks:
 
     def _judge_rdma_modules(self, rv, step, result):
         return self._failed(result)
+
+    def _hca_firmware_errors(self, rv):
+        # Names and values against mstflint's parameter database, here on the controller (no mstflint needed).
+        errors = hca_firmware_rules.setting_errors(rv.get("hca_firmware_settings"), CATALOGUE)
+        return [f"{self.host}: {e}" for e in errors + hca_firmware_rules.device_errors(rv.get("hca_firmware_devices"))]
+
+    def _step_hca_firmware(self, rv):
+        # The host is read only where the site names settings, and names them well: its adapters, their firmware.
+        if self._hca_firmware_errors(rv) or not rv.get("hca_firmware_settings"):
+            return None
+        return self._applier_step(rv, "gpucluster.fabric.hca_firmware", "__hca_firmware_state")
+
+    def _judge_hca_firmware(self, rv, step, result):
+        return self._hca_firmware_errors(rv) + self._failed(result or {})
 
     def _step_cuda_repo(self, rv):
         # The applier's own arguments (tasks/main.yml), checked by the probe: nothing is installed or written.

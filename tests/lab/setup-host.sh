@@ -6,8 +6,9 @@ set -euo pipefail
 
 # podman/runc/debootstrap: lab containers and images; apt-utils/gnupg/dpkg-dev: the lab CUDA apt mirror
 # (tests/lab/mirror). With --kernel-lab also qemu for the real-kernel lab (tests/lab/kernel).
-# openssh-client: the lab reaches its containers over SSH.
-packages=(podman runc debootstrap apt-utils gnupg dpkg-dev openssh-client)
+# openssh-client: the lab reaches its containers over SSH. mstflint: its parameter database, which
+# tools/mlxconfig_catalogue.py --check (a unit test) compares the catalogue with.
+packages=(podman runc debootstrap apt-utils gnupg dpkg-dev openssh-client mstflint)
 if [[ "${1:-}" == "--kernel-lab" ]]; then
   packages+=(qemu-system-x86 qemu-utils e2fsprogs)
 fi

@@ -155,6 +155,34 @@ def fleet_gid_checks(checks):
     return [_check("fleet", "health", "fleet.roce_gid_index", "failed", message, len(counts), 1, "indexes")]
 
 
+def fleet_sm_checks(checks):
+    """``fleet.sm_master``: of the subnet managers whose own state was read (their ``sm.state`` checks), exactly one
+    is MASTER and the others STANDBY (OpenSM's handover: the highest priority, then the lowest GUID, is master).
+    None read: nothing to judge."""
+    states = {c["host"]: c["measured"] for c in checks if c["check"] == "sm.state" and c["measured"]}
+    if not states:
+        return []
+    masters = sorted(host for host, state in states.items() if state == "SMINFO_MASTER")
+    others = sorted(
+        f"{host} {state}" for host, state in states.items() if state not in ("SMINFO_MASTER", "SMINFO_STANDBY")
+    )
+    listed = ", ".join(f"{host} {state}" for host, state in sorted(states.items()))
+    if len(masters) == 1 and not others:
+        message = f"one master subnet manager, {masters[0]}; {len(states) - 1} standby ({listed})"
+        return [_check("fleet", "health", "fleet.sm_master", "passed", message, 1, 1, "masters")]
+    if not masters:
+        problem = "no subnet manager is MASTER: the fabric is not being managed"
+    elif len(masters) > 1:
+        problem = (
+            f"{len(masters)} subnet managers are MASTER ({', '.join(masters)}): each manages a fabric of its own "
+            "(split fabric), or they do not see each other"
+        )
+    else:
+        problem = f"{', '.join(others)} took no part in the handover"
+    message = f"{problem} ({listed}); read each one's journal, and opensm_priority in the inventory"
+    return [_check("fleet", "health", "fleet.sm_master", "failed", message, len(masters), 1, "masters")]
+
+
 def evaluate(hosts, config):
     """All checks for the selected tiers. ``hosts``: {host: collected data}; ``config``: tiers, thresholds,
     references, expected, rdma_device, unreached (hosts of the play that were not validated: unreachable, or failed
@@ -187,6 +215,7 @@ def evaluate(hosts, config):
     if "health" in tiers:
         checks.extend(fleet_version_checks(hosts))
         checks.extend(fleet_gid_checks(checks))
+        checks.extend(fleet_sm_checks(checks))
     if "outliers" in tiers:
         checks.extend(outlier_checks(checks, thresholds))
     summary = {status: len([c for c in checks if c["status"] == status]) for status in ("passed", "failed", "skipped")}

@@ -597,3 +597,45 @@ def acs_checks(host, data):
 
 
 NCCL_ACS = NCCL_TROUBLESHOOTING + "#pci-access-control-services-acs"
+
+
+def firmware_checks(host, applied):
+    """``hca.firmware[<address>]`` for each adapter module hca_firmware read (``applied``: its result; None: the site
+    names no firmware setting, no check). A setting not wanted at the next boot fails with both values and the fix; a
+    setting wanted at the next boot but not now fails saying a reboot is pending."""
+    if not applied or not applied.get("devices"):
+        return []  # no setting named; or the read failed, which drift.hca_firmware reports
+    checks = []
+    for address, device in sorted(applied["devices"].items()):
+        settings = device.get("settings") or {}
+        subject = f"{address} ({device.get('device_type') or 'adapter'})"
+        name = f"hca.firmware[{address}]"
+        wrong = [
+            f"{key}: current {item['current']}, next boot {item['next']}, wanted {item['wanted']}"
+            for key, item in sorted(settings.items())
+            if not item["next_ok"]
+        ]
+        pending = [
+            f"{key}: current {item['current']}, next boot {item['next']}"
+            for key, item in sorted(settings.items())
+            if item["next_ok"] and not item["current_ok"]
+        ]
+        bad = len(wrong) + len(pending)
+        if wrong:
+            message = (
+                f"{subject}: {'; '.join(wrong)}: set them (hca_firmware_apply: true, or mstconfig -d {address} set"
+                " NAME=VALUE) and reboot the host"
+            )
+            if pending:
+                message += f"; waiting for a reboot: {'; '.join(pending)}"
+            checks.append(_check(host, "health", name, "failed", message, bad, 0, "settings"))
+        elif pending:
+            message = (
+                f"{subject}: set for the next boot, not loaded yet: {'; '.join(pending)}: reboot the host (or"
+                " hca_firmware_reboot: true) to load them"
+            )
+            checks.append(_check(host, "health", name, "failed", message, bad, 0, "settings"))
+        else:
+            listed = ", ".join(f"{key}={item['current']}" for key, item in sorted(settings.items()))
+            checks.append(_check(host, "health", name, "passed", f"{subject}: {listed}, as wanted", 0, 0, "settings"))
+    return checks

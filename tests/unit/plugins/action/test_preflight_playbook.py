@@ -5,6 +5,7 @@ The roles checked are limited with gpucluster_roles to rdma_core and nccl, whose
 """
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -133,3 +134,28 @@ def test_node_check_values_are_refused_with_the_variable_and_the_fix(tmp_path):
     assert "gpu01: node_check_skip: 'port.stat' names no check of the node check" in out, out
     # A string is a list of one, as the module's argument spec reads it; a pattern that names checks passes.
     assert "drift.nccl' names" not in out and "node_check_only" not in out, out
+
+
+def test_firmware_settings_are_refused_by_mstflints_database_before_any_host_is_read(tmp_path):
+    bad = {
+        "hca_firmware_settings": {"ATS_ENABLE": True, "PCI_WR_ORDERING": "relaxed", "LINK_TYPE": "ETH"},
+        "hca_firmware_devices": ["17:00"],
+    }
+    run = _run(tmp_path, {"gpu01": bad}, {"gpucluster_roles": ["hca_firmware"]})
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    assert "gpu01: hca_firmware_settings: ATS_ENABLE is not a parameter mstconfig knows" in out, out
+    assert "gpu01: hca_firmware_settings.PCI_WR_ORDERING: 'relaxed' is not one of its values force_relax" in out, out
+    assert "gpu01: hca_firmware_settings: LINK_TYPE is set per port: name it LINK_TYPE_P1" in out, out
+    assert "gpu01: hca_firmware_devices: '17:00' is not a PCI address" in out, out
+
+
+def test_firmware_settings_on_a_host_without_an_adapter_are_refused(tmp_path):
+    if not shutil.which("mstconfig"):
+        pytest.skip("mstflint is not installed (tests/lab/setup-host.sh installs it): the host is not read without it")
+    run = _run(
+        tmp_path, {"gpu01": {"hca_firmware_settings": {"ATS_ENABLED": True}}}, {"gpucluster_roles": ["hca_firmware"]}
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    assert "gpu01: hca_firmware_settings names settings, but the host has no NVIDIA network adapter" in out, out

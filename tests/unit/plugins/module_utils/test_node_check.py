@@ -182,6 +182,44 @@ def test_the_command_writes_report_and_metrics(tmp_path):
     assert 'check="drift.rdma_modules",state="failed"} 1' in (tmp_path / "tf" / "gpucluster_fabric.prom").read_text()
 
 
+def test_firmware_settings_are_a_check_of_their_own_in_the_report_and_metrics(tmp_path):
+    """hca.firmware[<address>] from what drift.hca_firmware's run of the applier read: mstconfig here is a stand-in
+    printing a query laid out from mstflint's source (tests/fixtures/mstconfig/; no ConnectX here)."""
+    fixtures = Path(__file__).resolve().parents[3] / "fixtures" / "mstconfig"
+    tool = tmp_path / "mstconfig"
+    tool.write_text(f'#!/bin/sh\ncat "$(cat {tmp_path / "state"})"\n')
+    tool.chmod(0o755)
+    (tmp_path / "state").write_text(str(fixtures / "query-pending.txt"))
+    settings = {"ATS_ENABLED": True, "PCI_WR_ORDERING": "force_relax"}
+    part = {"settings": settings, "devices": ["0000:17:00.0"], "apply": True, "mstconfig": str(tool)}
+    intent = tmp_path / "fabric.json"
+    intent.write_text(json.dumps({"schema": 1, "host": "gpu1", "roles": {"hca_firmware": part}}))
+    config = tmp_path / "check.json"
+    config.write_text(json.dumps({"textfile_dir": str(tmp_path / "tf"), "report": str(tmp_path / "r.json")}))
+    arguments = ["--intent", str(intent), "--config", str(config), "--lock", str(tmp_path / "lock")]
+
+    node_check.main(arguments)
+    checks = {c["check"]: c for c in json.loads((tmp_path / "r.json").read_text())["checks"]}
+    assert checks["drift.hca_firmware"]["status"] == "passed"  # set for the next boot: nothing left to set
+    pending = checks["hca.firmware[0000:17:00.0]"]
+    assert pending["status"] == "failed" and "ATS_ENABLED: current False(0), next boot True(1)" in pending["message"]
+    assert "reboot the host" in pending["message"]
+    metrics = (tmp_path / "tf" / "gpucluster_fabric.prom").read_text()
+    assert 'check="hca.firmware[0000:17:00.0]",state="failed"} 1' in metrics
+
+    (tmp_path / "state").write_text(str(fixtures / "query-loaded.txt"))  # after the reboot
+    node_check.main(arguments)
+    checks = {c["check"]: c for c in json.loads((tmp_path / "r.json").read_text())["checks"]}
+    assert checks["hca.firmware[0000:17:00.0]"]["status"] == "passed"
+
+    (tmp_path / "state").write_text(str(fixtures / "query-default.txt"))  # someone reset the firmware's settings
+    node_check.main(arguments)
+    checks = {c["check"]: c for c in json.loads((tmp_path / "r.json").read_text())["checks"]}
+    assert checks["drift.hca_firmware"]["status"] == "failed"
+    assert "0000:17:00.0 ATS_ENABLED: next boot False(0), wanted True" in checks["drift.hca_firmware"]["message"]
+    assert checks["hca.firmware[0000:17:00.0]"]["status"] == "failed"
+
+
 def _pythons():
     found = [sys.executable]
     old = Path.home() / ".pyenv" / "versions" / "3.8.18" / "bin" / "python3.8"
@@ -365,14 +403,15 @@ def test_a_subnet_manager_checks_its_unit_and_asks_for_the_master_with_its_envir
     """Real sminfo output of OpenSM on the ibsim lab (tests/fixtures/sminfo): master, and OpenSM stopped."""
     opensm = {"unit": "opensm@0x1.service", "diag_environment": {"LD_PRELOAD": "umad2sim.so"}}
     master = (0, (SMINFO / "master.stdout").read_text(), "")
-    host = _Host({"systemctl": (0, "active\n", ""), "sminfo": master})
+    ibaddr = (0, (SMINFO / "ibaddr.stdout").read_text(), "")
+    host = _Host({"systemctl": (0, "active\n", ""), "sminfo": master, "ibaddr": ibaddr})
     checks = {c["check"]: c for c in node_check.subnet_manager_checks("sm1", opensm, host)}
     assert checks["opensm.running"]["status"] == "passed"
     assert checks["sm.master"]["status"] == "passed" and checks["sm.master"]["measured"] == "SMINFO_MASTER"
     assert checks["sm.master"]["message"].startswith("the fabric: the master SM answers at SM LID 1 (GUID ")
     assert host.calls[1] == (["/usr/bin/timeout", "5", "sminfo"], {"LD_PRELOAD": "umad2sim.so"})
     stopped = (255, (SMINFO / "sm-stopped.stdout").read_text(), (SMINFO / "sm-stopped.stderr").read_text())
-    host = _Host({"systemctl": (3, "inactive\n", ""), "sminfo": stopped})
+    host = _Host({"systemctl": (3, "inactive\n", ""), "sminfo": stopped, "ibaddr": ibaddr})
     checks = {c["check"]: c for c in node_check.subnet_manager_checks("sm1", opensm, host)}
     assert checks["opensm.running"]["status"] == "failed"
     assert (
@@ -380,6 +419,49 @@ def test_a_subnet_manager_checks_its_unit_and_asks_for_the_master_with_its_envir
         in (checks["opensm.running"]["message"])
     )
     assert checks["sm.master"]["status"] == "failed" and "is OpenSM running?" in checks["sm.master"]["message"]
+
+
+def test_a_subnet_manager_reads_its_own_state_and_the_fleet_wants_one_master():
+    """sm.state: ibaddr's LID of this host's port; the master's answer where it is the master's LID, else sminfo
+    <LID> (real output: a second OpenSM in STANDBY on the ibsim lab). fleet.sm_master judges the fleet's."""
+    opensm = {"unit": "opensm@0x1.service", "diag_environment": {"SIM_HOST": "H-1"}}
+    master = (0, (SMINFO / "master.stdout").read_text(), "")
+    ibaddr = (0, (SMINFO / "ibaddr.stdout").read_text(), "")
+    host = _Host({"systemctl": (0, "active\n", ""), "sminfo": master, "ibaddr": ibaddr})
+    checks = {c["check"]: c for c in node_check.subnet_manager_checks("sm1", opensm, host)}
+    assert checks["sm.state"]["status"] == "passed" and checks["sm.state"]["measured"] == "SMINFO_MASTER"
+    # The master's own port: its answer to sminfo is this SM's state, not asked twice.
+    assert [call[0][-1] for call in host.calls] == ["opensm@0x1.service", "sminfo", "ibaddr"]
+
+    standby = (0, (SMINFO / "standby.stdout").read_text(), "")
+    second = (0, "GID fe80::2:c903:a0:101 LID start 0x5 end 0x5\n", "")
+    answers = {"systemctl": (0, "active\n", ""), "ibaddr": second}
+    host = _Host(answers)
+    host.run_command = lambda args, environ_update=None, **_: (
+        host.calls.append(args) or (standby if args[-1] == "5" else answers.get(args[2], master))
+    )
+    checks = {c["check"]: c for c in node_check.subnet_manager_checks("sm2", opensm, host)}
+    assert checks["sm.state"]["status"] == "passed" and checks["sm.state"]["measured"] == "SMINFO_STANDBY"
+    assert "this host's subnet manager (LID 5, priority 1) is SMINFO_STANDBY" in checks["sm.state"]["message"]
+    assert ["/usr/bin/timeout", "5", "sminfo", "5"] in host.calls
+
+    stopped = (255, (SMINFO / "sm-stopped.stdout").read_text(), (SMINFO / "sm-stopped.stderr").read_text())
+    host = _Host({"systemctl": (3, "inactive\n", ""), "sminfo": stopped, "ibaddr": second})
+    checks = {c["check"]: c for c in node_check.subnet_manager_checks("sm3", opensm, host)}
+    assert checks["sm.state"]["status"] == "failed" and "(LID 5) does not answer" in checks["sm.state"]["message"]
+
+    def state(host, measured):
+        return {"host": host, "check": "sm.state", "measured": measured, "status": "passed"}
+
+    one = fabric_checks.fleet_sm_checks([state("sm1", "SMINFO_MASTER"), state("sm2", "SMINFO_STANDBY")])
+    assert [c["status"] for c in one] == ["passed"] and "one master subnet manager, sm1; 1 standby" in one[0]["message"]
+    two = fabric_checks.fleet_sm_checks([state("sm1", "SMINFO_MASTER"), state("sm2", "SMINFO_MASTER")])
+    assert two[0]["status"] == "failed" and "2 subnet managers are MASTER (sm1, sm2)" in two[0]["message"]
+    none = fabric_checks.fleet_sm_checks([state("sm1", "SMINFO_STANDBY"), state("sm2", None)])
+    assert none[0]["status"] == "failed" and none[0]["message"].startswith("no subnet manager is MASTER")
+    idle = fabric_checks.fleet_sm_checks([state("sm1", "SMINFO_MASTER"), state("sm2", "SMINFO_NOTACT")])
+    assert idle[0]["status"] == "failed" and "sm2 SMINFO_NOTACT took no part in the handover" in idle[0]["message"]
+    assert fabric_checks.fleet_sm_checks([]) == []
 
 
 def test_opensm_drift_is_the_role_applier_comparing_files_and_only_the_mode_of_the_keys_file(tmp_path):
