@@ -11,7 +11,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks im
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import CheckedApplierAction
 
 # What the host's variables say, which the health tier judges with (fabric_checks.collected_record).
-HEALTH_INPUTS = ("gpudirect", "allowed_debug", "require_pfc", "declared_roce")
+HEALTH_INPUTS = ("gpudirect", "allowed_debug", "require_pfc", "declared_roce", "gid_family")
 
 
 class ActionModule(CheckedApplierAction, ActionBase):

@@ -180,6 +180,28 @@ def conf_lines(settings, allowed_debug=()):
     return {"lines": lines, "errors": errors, "notes": notes}
 
 
+# NCCL_IB_ADDR_FAMILY: the family of the RoCE GID NCCL selects itself (NCCL 2.21 and later; AF_INET by default),
+# NCCL's environment variables: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-addr-family
+ADDRESS_FAMILIES = {"ipv4": "AF_INET", "ipv6": "AF_INET6"}
+
+
+def with_address_family(conf, family):
+    """(nccl_conf with NCCL_IB_ADDR_FAMILY for ``family`` (nccl_ib_addr_family), errors): IPv6 writes AF_INET6 (IPv4
+    is NCCL's default and writes nothing); nccl_conf's own NCCL_IB_ADDR_FAMILY must say the same."""
+    if not isinstance(conf, dict):
+        return conf, []
+    given = conf.get("NCCL_IB_ADDR_FAMILY")
+    wanted = ADDRESS_FAMILIES.get(family, "AF_INET")
+    if given is not None and str(given) != wanted:
+        return conf, [
+            f"nccl_conf: NCCL_IB_ADDR_FAMILY={given} contradicts nccl_ib_addr_family={family} ({wanted}); set "
+            "nccl_ib_addr_family (ipv4 or ipv6) and leave NCCL_IB_ADDR_FAMILY out of nccl_conf"
+        ]
+    if family == "ipv6" and given is None:
+        return dict(conf, NCCL_IB_ADDR_FAMILY=wanted), []
+    return conf, []
+
+
 def feature_report(features, table, facts):
     """Check requested features against the minimums table.
 
@@ -434,6 +456,7 @@ ARGUMENT_SPEC = {
     "conf": {"type": "dict", "default": {}},
     "allow_debug_variables": {"type": "list", "elements": "raw", "default": []},
     "conf_path": {"type": "path", "default": "/etc/nccl.conf"},
+    "ib_addr_family": {"type": "str", "default": "ipv4", "choices": ["ipv4", "ipv6"]},
     "install_dev": {"type": "bool", "default": False},
     "allow_version_change": {"type": "bool", "default": False},
     "offered_index": {"type": "dict", "default": {}},
@@ -455,8 +478,10 @@ def run(module):
     nccl_version, cuda_version = params["nccl_version"], params["cuda_version"]
 
     # 1. The input, every problem at once, before anything is read or changed.
-    conf = conf_lines(params["conf"], params["allow_debug_variables"])
-    apply.refuse(version_errors(nccl_version, cuda_version, params["package_revision"]) + conf["errors"])
+    settings, family_errors = with_address_family(params["conf"], params["ib_addr_family"])
+    conf = conf_lines(settings, params["allow_debug_variables"])
+    errors = version_errors(nccl_version, cuda_version, params["package_revision"]) + family_errors + conf["errors"]
+    apply.refuse(errors)
     build = package_version(nccl_version, cuda_version, params["package_revision"])
     result = {"changed": False, "changes": [], "package_version": build}
 

@@ -320,6 +320,7 @@ def health(host, roles, applied, module_class=NodeModule, collected=None, inputs
         inputs = {
             "gpudirect": gpudirect if isinstance(gpudirect, dict) and gpudirect.get("mode") else None,
             "allowed_debug": (roles.get("nccl") or {}).get("allow_debug_variables") or [],
+            "gid_family": (roles.get("nccl") or {}).get("ib_addr_family") or "ipv4",
             "require_pfc": (roles.get("roce_qos") or {}).get("require_pfc", False),
             "declared_roce": [],  # the RoCE QoS is judged by drift.roce_qos, with the role's own code
         }

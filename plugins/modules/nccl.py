@@ -50,6 +50,13 @@ options:
     description: Where nccl.conf is written.
     type: path
     default: /etc/nccl.conf
+  ib_addr_family:
+    description:
+      - The address family of the RoCE GID NCCL 2.21 and later select; V(ipv6) writes C(NCCL_IB_ADDR_FAMILY=AF_INET6).
+        An C(NCCL_IB_ADDR_FAMILY) in O(conf) that says otherwise is refused.
+    type: str
+    choices: [ipv4, ipv6]
+    default: ipv4
   install_dev:
     description: Manage C(libnccl-dev) too (it is also managed when it is installed).
     type: bool

@@ -930,12 +930,20 @@ def _ipv4(index, last):
 
 def test_a_roce_port_needs_a_routable_v2_gid_and_the_fleet_one_index():
     (only_local,) = roce_gid_checks("gpu1", _roce([LINK_LOCAL]))
-    assert only_local["status"] == "failed" and "only link-local RoCE v2 GIDs on eth1 (0)" in only_local["message"]
+    assert only_local["status"] == "failed"
+    assert "no IPv4 RoCE v2 GID on eth1 (RoCE v2 GIDs: 0 (link-local))" in only_local["message"]
     (v1,) = roce_gid_checks("gpu1", _roce([V1]))
     assert v1["status"] == "failed" and "no RoCE v2 GID on eth1 (types: IB/RoCE v1)" in v1["message"]
     (found,) = roce_gid_checks("gpu1", _roce([LINK_LOCAL, _ipv4(3, 1)]))
     assert found["status"] == "passed" and found["measured"] == 3 and "GID 3 is 10.20.0.1 on eth1" in found["message"]
     assert roce_gid_checks("gpu1", {"ib": _ibsim("active")}) == []  # InfiniBand: no GID to choose
+    # The site's fabric is IPv6 (nccl_ib_addr_family: ipv6, NCCL_IB_ADDR_FAMILY=AF_INET6): its global GID, not IPv4's.
+    global6 = {"index": 2, "gid": "fd00:0000:0000:0020:0000:0000:0000:0001", "type": "RoCE v2", "ndev": "eth1"}
+    (six,) = roce_gid_checks("gpu1", dict(_roce([LINK_LOCAL, _ipv4(1, 1), global6]), gid_family="ipv6"))
+    assert six["status"] == "passed" and six["measured"] == 2 and six["threshold"] == "RoCE v2 IPv6"
+    assert "GID 2 is fd00:0000:0000:0020:0000:0000:0000:0001 on eth1, the IPv6 GID NCCL selects" in six["message"]
+    (no_six,) = roce_gid_checks("gpu1", dict(_roce([LINK_LOCAL, _ipv4(1, 1)]), gid_family="ipv6"))
+    assert no_six["status"] == "failed" and "(RoCE v2 GIDs: 0 (link-local), 1 (ipv4))" in no_six["message"]
     checks = [
         *roce_gid_checks("gpu1", _roce([LINK_LOCAL, _ipv4(1, 1)])),
         *roce_gid_checks("gpu2", _roce([LINK_LOCAL, _ipv4(1, 2)])),
@@ -943,5 +951,5 @@ def test_a_roce_port_needs_a_routable_v2_gid_and_the_fleet_one_index():
     ]
     (fleet,) = fleet_gid_checks(checks)
     assert fleet["status"] == "failed" and fleet["host"] == "fleet"
-    assert fleet["message"].startswith("the IPv4 RoCE v2 GID is at index 1 on 2 of 3 ports, elsewhere on: gpu3 ")
+    assert fleet["message"].startswith("NCCL's RoCE v2 GID is at index 1 on 2 of 3 ports, elsewhere on: gpu3 ")
     assert fleet_gid_checks(checks[:2])[0]["status"] == "passed" and fleet_gid_checks(checks[:1]) == []

@@ -129,7 +129,7 @@ def fleet_version_checks(hosts):
 
 
 def fleet_gid_checks(checks):
-    """``fleet.roce_gid_index``: every RoCE port of the fleet finds its IPv4 RoCE v2 GID at the same index (the
+    """``fleet.roce_gid_index``: every RoCE port of the fleet finds NCCL's RoCE v2 GID at the same index (the
     measurement of its passed roce.gid check). NCCL older than 2.21 uses one NCCL_IB_GID_INDEX for every node, and
     a node whose GID sits elsewhere talks on the wrong one. Fewer than two such ports: nothing to agree on."""
     found = {(c["host"], c["check"]): c["measured"] for c in checks if c["check"].startswith("roce.gid[")}
@@ -142,13 +142,13 @@ def fleet_gid_checks(checks):
     common = max(counts.values())
     majority = sorted(index for index, count in counts.items() if count == common)
     if len(counts) == 1:
-        message = f"every RoCE port ({len(indexes)}) has its IPv4 RoCE v2 GID at index {majority[0]}"
+        message = f"every RoCE port ({len(indexes)}) has NCCL's RoCE v2 GID at index {majority[0]}"
         return [_check("fleet", "health", "fleet.roce_gid_index", "passed", message, majority[0], majority[0])]
     others = sorted(
         f"{host} {check[9:-1]} at {index}" for (host, check), index in indexes.items() if index != majority[0]
     )
     message = (
-        f"the IPv4 RoCE v2 GID is at index {majority[0]} on {common} of {len(indexes)} ports, elsewhere on: "
+        f"NCCL's RoCE v2 GID is at index {majority[0]} on {common} of {len(indexes)} ports, elsewhere on: "
         f"{', '.join(others)}; a fixed NCCL_IB_GID_INDEX (NCCL before 2.21) is wrong for those: give every node the "
         "same addresses in the same order, or let NCCL 2.21+ choose"
     )

@@ -165,6 +165,7 @@ def collected_record(collected, inputs):
         "port_reads": collected.get("attempts"),
         "gpu": collected.get("gpu"),
         "gpudirect": inputs.get("gpudirect"),
+        "gid_family": inputs.get("gid_family") or "ipv4",
         # Judged by role nccl's rule: its debug-only names, less those the host allows.
         "nccl_conf": dict(collected.get("nccl_conf") or {}, allowed_debug=list(inputs.get("allowed_debug") or [])),
         "versions": collected.get("versions"),
@@ -527,12 +528,21 @@ def _gid_address(gid):
     return ".".join(str(int(digits[i : i + 2], 16)) for i in range(0, 8, 2))
 
 
+def gid_family(gid):
+    """``ipv4`` (an IPv4-mapped GID), ``link-local`` (fe80::/10) or ``ipv6`` (any other: a routable IPv6 address)."""
+    if _gid_address(gid):
+        return "ipv4"
+    return "link-local" if gid.lower().startswith("fe8") else "ipv6"
+
+
 def roce_gid_checks(host, data):
-    """``roce.gid[<dev>/<port>]`` for each RoCE port (Ethernet link layer): a RoCE v2 GID of the IPv4 family on the
-    port's interface (gid_attrs/types and ndevs). NCCL 2.21 and later choose the GID themselves (NCCL_IB_GID_INDEX
-    -1) by address family and range; with only link-local GIDs (fe80::, the interface has no fabric address) they
-    land on one that is not routable. The index found is the measurement the fleet compares
-    (fleet.roce_gid_index)."""
+    """``roce.gid[<dev>/<port>]`` for each RoCE port (Ethernet link layer): a RoCE v2 GID of the address family NCCL
+    uses (``gid_family``: role nccl's nccl_ib_addr_family, IPv4 unless the site says IPv6) on the port's interface
+    (gid_attrs/types and ndevs). NCCL 2.21 and later choose the GID themselves (NCCL_IB_GID_INDEX -1) by address
+    family and range; with only link-local GIDs (fe80::, the interface has no fabric address) they land on one that is
+    not routable. The index found is the measurement the fleet compares (fleet.roce_gid_index)."""
+    family = data.get("gid_family") or "ipv4"
+    label = {"ipv4": "IPv4", "ipv6": "IPv6"}.get(family, family)
     checks = []
     for device, port in _ports(data):
         if port.get("link_layer") != "Ethernet":
@@ -540,28 +550,31 @@ def roce_gid_checks(host, data):
         name = f"roce.gid[{device}/{port['port']}]"
         netdev = port.get("netdev") or "its interface"
         v2 = [g for g in port.get("gids") or [] if g.get("type") == "RoCE v2"]
-        ipv4 = [g for g in v2 if _gid_address(g.get("gid") or "")]
-        if ipv4:
-            first = ipv4[0]
+        wanted = [g for g in v2 if gid_family(g.get("gid") or "") == family]
+        threshold = f"RoCE v2 {label}"
+        if wanted:
+            first = wanted[0]
+            address = _gid_address(first["gid"]) or first["gid"]
             message = (
-                f"{device}/{port['port']}: RoCE v2 GID {first['index']} is {_gid_address(first['gid'])} on "
-                f"{first.get('ndev') or netdev}, the IPv4 GID NCCL selects (NCCL_IB_GID_INDEX unset or -1, NCCL 2.21+)"
+                f"{device}/{port['port']}: RoCE v2 GID {first['index']} is {address} on {first.get('ndev') or netdev}, "
+                f"the {label} GID NCCL selects (NCCL_IB_GID_INDEX unset or -1, NCCL 2.21+)"
             )
-            checks.append(_check(host, "health", name, "passed", message, first["index"], "RoCE v2 IPv4"))
+            checks.append(_check(host, "health", name, "passed", message, first["index"], threshold))
         elif v2:
+            found = ", ".join(f"{g['index']} ({gid_family(g.get('gid') or '')})" for g in v2)
             message = (
-                f"{device}/{port['port']}: only link-local RoCE v2 GIDs on {netdev} "
-                f"({', '.join(str(g['index']) for g in v2)}): NCCL would use a GID no router forwards; give {netdev} "
-                "its fabric address (role fabric_interfaces)"
+                f"{device}/{port['port']}: no {label} RoCE v2 GID on {netdev} (RoCE v2 GIDs: {found}): NCCL would use "
+                f"a GID of another family or one no router forwards; give {netdev} its fabric {label} address (role "
+                "fabric_interfaces), or set nccl_ib_addr_family to the family the fabric uses"
             )
-            checks.append(_check(host, "health", name, "failed", message, None, "RoCE v2 IPv4"))
+            checks.append(_check(host, "health", name, "failed", message, None, threshold))
         else:
             message = (
                 f"{device}/{port['port']}: no RoCE v2 GID on {netdev} (types: "
                 f"{', '.join(sorted({str(g.get('type')) for g in port.get('gids') or []})) or 'none'}): give {netdev} "
-                "an IPv4 address; RoCE v1 is not routable"
+                f"an {label} address; RoCE v1 is not routable"
             )
-            checks.append(_check(host, "health", name, "failed", message, None, "RoCE v2 IPv4"))
+            checks.append(_check(host, "health", name, "failed", message, None, threshold))
     return checks
 
 

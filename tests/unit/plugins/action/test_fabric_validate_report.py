@@ -113,7 +113,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 # from what the collection registered (a run without measured tiers).
 RECORD_KEYS = {
     "ib", "port_reads", "gpu", "gpudirect", "nccl_conf", "versions", "roce_qos", "interfaces", "sm", "rdma",
-    "rdma_served", "nccl", "node_check", "pcie", "pcie_paths",
+    "rdma_served", "nccl", "node_check", "pcie", "pcie_paths", "gid_family",
 }  # fmt: skip
 
 

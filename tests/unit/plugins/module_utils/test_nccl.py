@@ -314,3 +314,16 @@ def test_package_state_in_place_and_holds():
         "hold_pending": ["libnccl-dev"],
     }
     assert nccl.package_state({}, ["libnccl2"], version, True) == {"in_place": False, "hold_pending": ["libnccl2"]}
+
+
+def test_the_address_family_is_one_setting_written_once():
+    assert nccl.with_address_family({"NCCL_IB_TC": 106}, "ipv4") == ({"NCCL_IB_TC": 106}, [])
+    six, errors = nccl.with_address_family({"NCCL_IB_TC": 106}, "ipv6")
+    assert errors == [] and six == {"NCCL_IB_TC": 106, "NCCL_IB_ADDR_FAMILY": "AF_INET6"}
+    assert "NCCL_IB_ADDR_FAMILY=AF_INET6" in nccl.conf_lines(six)["lines"]
+    assert nccl.with_address_family({"NCCL_IB_ADDR_FAMILY": "AF_INET6"}, "ipv6")[1] == []
+    _conf, errors = nccl.with_address_family({"NCCL_IB_ADDR_FAMILY": "AF_INET6"}, "ipv4")
+    assert errors == [
+        "nccl_conf: NCCL_IB_ADDR_FAMILY=AF_INET6 contradicts nccl_ib_addr_family=ipv4 (AF_INET); set "
+        "nccl_ib_addr_family (ipv4 or ipv6) and leave NCCL_IB_ADDR_FAMILY out of nccl_conf"
+    ]
