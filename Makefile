@@ -143,6 +143,7 @@ kernel-lab: venv  ## real-kernel lab: kernel_* scenarios on qemu VMs (Debian ker
 	for scenario in $(KERNEL_SCENARIOS); do \
 	  echo "=== molecule test -s $$scenario (qemu) ==="; $(BIN)/molecule test -s $$scenario; \
 	done
+	$(MAKE) --no-print-directory kernel-acs
 
 .PHONY: kernel-lab-reduced
 kernel-lab-reduced: venv  ## kernel lab without syntax/idempotence (data path and reboot checks kept)
@@ -159,6 +160,14 @@ kernel-lab-reduced: venv  ## kernel lab without syntax/idempotence (data path an
 	    tail -n 150 $$log; $(ROOT)/tests/lab/why-failed.sh "kernel lab (reduced) -s $$scenario" $$log; exit $$rc; \
 	  fi; \
 	done
+	$(MAKE) --no-print-directory kernel-acs
+
+.PHONY: kernel-acs
+kernel-acs:  ## ACS clearing (rdma_modules_acs_clear) through a real kernel's sysfs, on a qemu VM with an IOMMU
+	start=$$(date +%s); log=$(ROOT)/.build/kernel-lab/acs_clear.log; mkdir -p $(ROOT)/.build/kernel-lab; \
+	echo "START kernel lab: ACS clearing ($$log)"; \
+	if tests/lab/kernel/acs_clear.sh >$$log 2>&1; then echo "PASS  kernel lab: ACS clearing ($$(( $$(date +%s) - start )) s)"; \
+	else echo "FAIL  kernel lab: ACS clearing; $$log:"; cat $$log; exit 1; fi
 
 .PHONY: build
 build: venv  ## build the collection tarball

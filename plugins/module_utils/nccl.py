@@ -14,6 +14,7 @@ import re
 from .applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS
 from .applier import Applier
 from .fabric_model import version_tuple
+from .rdma_sysfs import nccl_gid, read_rdma_devices
 
 # NCCL's environment documentation (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) splits its
 # variables into "System configuration" and "Debugging"; the latter "should not be used in production nor retained
@@ -200,6 +201,79 @@ def with_address_family(conf, family):
     if family == "ipv6" and given is None:
         return dict(conf, NCCL_IB_ADDR_FAMILY=wanted), []
     return conf, []
+
+
+# From NCCL 2.21, NCCL_IB_GID_INDEX defaults to -1: NCCL picks the RoCE v2 GID of NCCL_IB_ADDR_FAMILY itself (NCCL's
+# environment variables, NCCL_IB_GID_INDEX). Older NCCL uses index 0 unless told, a link-local RoCE v1 GID on mlx5.
+GID_AUTO_SINCE = "2.21"
+GID_TABLE_MAX = 256  # the largest GID table of the RDMA devices NCCL runs on (mlx5: 255 entries)
+
+
+def gid_index(params, ports):
+    """(NCCL_IB_GID_INDEX to write or None, errors, warnings) for nccl.conf, from nccl_ib_gid_index (``auto`` or an
+    index) and the RoCE interfaces' ports (``ports``: {interface: its RDMA port, read_port's}, where it exists yet).
+
+    auto: nothing for NCCL 2.21 and later; for older NCCL the index of the RoCE v2 GID of the address family on every
+    RoCE interface, which must be one index for all (NCCL takes one). An index: written, inside each port's table."""
+    wanted, interfaces = params["ib_gid_index"], params["roce_interfaces"]
+    given = "NCCL_IB_GID_INDEX" in (params["conf"] or {})
+    auto = str(wanted).strip().lower() == "auto"
+    if not auto and not (str(wanted).strip().isdigit() and int(str(wanted)) < GID_TABLE_MAX):
+        return None, [f"nccl_ib_gid_index={wanted!r} is neither auto nor a GID index (0-{GID_TABLE_MAX - 1})"], []
+    if given:
+        if auto:
+            return None, [], []  # the site's own, with role nccl's note against a fixed index
+        return None, ["nccl_conf sets NCCL_IB_GID_INDEX and nccl_ib_gid_index is not auto: set one of them"], []
+    if not interfaces:
+        return None, [], []
+    if not auto:
+        index = int(str(wanted))
+        errors = [
+            f"nccl_ib_gid_index={index} is outside the GID table of {name}'s RDMA port ({port['gid_table_size']} "
+            f"entries, 0-{port['gid_table_size'] - 1}): set auto, or an index of the table (show_gids, or sysfs "
+            f"/sys/class/infiniband/<device>/ports/<port>/gids)"
+            for name, port in sorted(ports.items())
+            if port.get("gid_table_size") and index >= port["gid_table_size"]
+        ]
+        return (None if errors else index), errors, []
+    if version_at_least(params["nccl_version"], GID_AUTO_SINCE):
+        return None, [], []
+    family = params["ib_addr_family"]
+    found = {name: nccl_gid(port, family) for name, port in ports.items()}
+    missing = sorted(set(interfaces) - {name for name, gid in found.items() if gid})
+    if missing:
+        return (
+            None,
+            [],
+            [
+                f"NCCL {params['nccl_version']} chooses no RoCE GID itself (from {GID_AUTO_SINCE} it does): "
+                f"NCCL_IB_GID_INDEX is written once {', '.join(missing)} has a RoCE v2 {family} GID (its fabric "
+                "address)"
+            ],
+        )
+    indexes = {name: gid["index"] for name, gid in found.items()}
+    if len(set(indexes.values())) > 1:
+        listed = ", ".join(f"{name} {index}" for name, index in sorted(indexes.items()))
+        return (
+            None,
+            [
+                f"NCCL {params['nccl_version']} takes one NCCL_IB_GID_INDEX for every RoCE interface, but their RoCE "
+                f"v2 {family} GIDs are at different indexes ({listed}): give the interfaces their addresses in the "
+                "same order, or use NCCL 2.21 or later, which chooses per port"
+            ],
+            [],
+        )
+    return next(iter(indexes.values())), [], []
+
+
+def roce_ports(interfaces, root="/"):
+    """{interface: its RDMA port (read_port's)} for the RoCE ``interfaces`` that have an RDMA device now."""
+    ports = {}
+    for device in read_rdma_devices(root):
+        for port in device.get("ports") or []:
+            if port.get("netdev") in interfaces and port.get("link_layer") == "Ethernet":
+                ports.setdefault(port["netdev"], port)
+    return ports
 
 
 def feature_report(features, table, facts):
@@ -457,6 +531,8 @@ ARGUMENT_SPEC = {
     "allow_debug_variables": {"type": "list", "elements": "raw", "default": []},
     "conf_path": {"type": "path", "default": "/etc/nccl.conf"},
     "ib_addr_family": {"type": "str", "default": "ipv4", "choices": ["ipv4", "ipv6"]},
+    "ib_gid_index": {"type": "raw", "default": "auto"},
+    "roce_interfaces": {"type": "list", "elements": "str", "default": []},
     "install_dev": {"type": "bool", "default": False},
     "allow_version_change": {"type": "bool", "default": False},
     "offered_index": {"type": "dict", "default": {}},
@@ -482,6 +558,11 @@ def run(module):
     conf = conf_lines(settings, params["allow_debug_variables"])
     errors = version_errors(nccl_version, cuda_version, params["package_revision"]) + family_errors + conf["errors"]
     apply.refuse(errors)
+    # NCCL_IB_GID_INDEX: the RoCE GID NCCL before 2.21 cannot choose itself, read from the interfaces' GID tables.
+    index, gid_errors, gid_warnings = gid_index(params, roce_ports(params["roce_interfaces"], params["root"]))
+    apply.refuse(gid_errors)
+    if index is not None:
+        conf["lines"] = sorted([*conf["lines"], f"NCCL_IB_GID_INDEX={index}"], key=lambda line: line.split("=", 1)[0])
     build = package_version(nccl_version, cuda_version, params["package_revision"])
     result = {"changed": False, "changes": [], "package_version": build}
 
@@ -511,6 +592,8 @@ def run(module):
     apply.refuse(decision["errors"] + features)
     for note in conf["notes"]:
         module.warn(f"{params['host'] or 'nccl'}: nccl_conf: {note}")
+    for warning in gid_warnings:
+        module.warn(f"{params['host'] or 'nccl'}: {warning}")
     result.update({key: decision[key] for key in ("installed", "packages", "unverifiable")})
     result.update(package_state(decision["installed"], decision["packages"], build, params["hold"]))
     if decision["notes"]:

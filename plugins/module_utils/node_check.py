@@ -17,6 +17,7 @@ imports only: standard library, Python 3.8 and later) on the node; the systemd t
 """
 
 import fnmatch
+import ipaddress
 import json
 import os
 import re
@@ -359,12 +360,29 @@ def subnet_manager_checks(host, opensm, module):
     return checks + isolation(host, opensm, module, answer["guid"] if answer else None)
 
 
+def _port_guid_of(ibaddr_output):
+    """The port GUID in ``ibaddr``'s ``GID fe80::2:c903:a0:1 LID start ...`` (the GID's interface identifier), or
+    None."""
+    found = re.search(r"GID\s+(\S+)", ibaddr_output or "")
+    try:
+        return int(ipaddress.IPv6Address(found.group(1))) & 0xFFFFFFFFFFFFFFFF if found else None
+    except ValueError:
+        return None
+
+
 def own_sm_state(host, unit, module, environment, master):
-    """``sm.state``: the state of this host's own subnet manager (SMInfo of its port: ``ibaddr`` gives the port's
-    LID; where that is the master's LID, ``master``'s answer is this SM's, else ``sminfo <LID>`` asks it). MASTER or
-    STANDBY passes; the fleet report's ``fleet.sm_master`` then wants exactly one MASTER."""
+    """``sm.state``: the state of this host's own subnet manager (SMInfo of its port: ``ibaddr`` gives the LID of the
+    port its unit binds; where that is the master's LID, ``master``'s answer is this SM's, else ``sminfo <LID>`` asks
+    it). MASTER or STANDBY passes; the fleet report's ``fleet.sm_master`` then wants exactly one MASTER."""
     timeout = module.get_bin_path("timeout") or "timeout"
     rc, out, err = module.run_command([timeout, str(SM_QUERY_TIMEOUT), "ibaddr"], environ_update=environment)
+    # ibaddr reads the host's first port. OpenSM binds the port of its unit's instance (opensm@<port GUID>.service):
+    # where that is another port (a host of several), ibaddr -G asks the subnet administrator for its LID.
+    bound = re.search(r"@(0x[0-9a-fA-F]+)\.service$", unit)
+    if rc == 0 and bound and _port_guid_of(out) not in (None, int(bound.group(1), 16)):
+        rc, out, err = module.run_command(
+            [timeout, str(SM_QUERY_TIMEOUT), "ibaddr", "-G", bound.group(1)], environ_update=environment
+        )
     found = re.search(r"LID start (0x[0-9a-fA-F]+|\d+)", out or "")
     if rc != 0 or not found:
         said = " ".join((err or out or f"rc {rc}").split())[:200]

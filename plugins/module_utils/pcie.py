@@ -12,6 +12,7 @@ bridge. Standard library only (Python 3.8 targets): the node check runs it on th
 
 import os
 import re
+import sys
 
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 NVIDIA = "0x10de"
@@ -123,10 +124,11 @@ ACS_BITS = {
 ACS_REDIRECT = 0x04 | 0x08
 
 
-def acs_control(config):
-    """The ACS Control register of a function's configuration space (``config``: its bytes, as sysfs ``config``
-    gives them to root), or None when it has no ACS capability or the extended space was not readable (only the
-    first 64 bytes are readable without root)."""
+def acs_offset(config):
+    """Where the ACS extended capability starts in a function's configuration space (``config``: its bytes, as sysfs
+    ``config`` gives them to root), or None when it has none or the extended space was not readable (only the first
+    64 bytes are readable without root). The extended capabilities are a list from 0x100, each header giving the
+    next one's offset in its top 12 bits."""
     offset, seen = 0x100, set()
     while 0x100 <= offset <= len(config) - 8 and offset not in seen:
         seen.add(offset)
@@ -134,9 +136,15 @@ def acs_control(config):
         if header in (0, 0xFFFFFFFF):
             return None
         if header & 0xFFFF == ACS_CAPABILITY:
-            return int.from_bytes(config[offset + 6 : offset + 8], "little")
+            return offset
         offset = (header >> 20) & 0xFFC
     return None
+
+
+def acs_control(config):
+    """The ACS Control register (offset 6 of the ACS capability) of ``config``, or None (acs_offset)."""
+    offset = acs_offset(config)
+    return None if offset is None else int.from_bytes(config[offset + 6 : offset + 8], "little")
 
 
 def acs_names(control):
@@ -181,3 +189,79 @@ def read_gpu_nic_paths(root, links):
         for gpu in gpus
         for nic in nics
     ]
+
+
+# NVIDIA's (Mellanox) network adapters by PCI vendor and class: present on the bus at boot, before (or without) the
+# RDMA driver that makes them /sys/class/infiniband devices.
+NVIDIA_NETWORK = "0x15b3"
+
+
+def gpudirect_functions(root="/"):
+    """(GPUs, NICs): the addresses of every NVIDIA GPU and of every RDMA NIC, the latter from the RDMA devices
+    (read_links) and from NVIDIA's network adapters on the bus (vendor 0x15b3, network class)."""
+    links = read_links(root)
+    gpus = [d["address"] for d in links if d["role"] == "GPU"]
+    nics = {d["address"] for d in links if d["role"].startswith("RDMA NIC")}
+    devices_dir = os.path.join(root, "sys/bus/pci/devices")
+    for address in sorted(os.listdir(devices_dir)) if os.path.isdir(devices_dir) else []:
+        base = os.path.join(devices_dir, address)
+        if _read(base, "vendor") == NVIDIA_NETWORK and (_read(base, "class") or "").startswith("0x02"):
+            nics.add(address)
+    return gpus, sorted(nics)
+
+
+def redirecting_bridges(root="/"):
+    """[{address, control}] of each bridge between a GPU and an RDMA NIC (path_bridges) whose ACS Control has Request
+    or Completion Redirect on, each once, in address order."""
+    gpus, nics = gpudirect_functions(root)
+    bridges = sorted({b for gpu in gpus for nic in nics for b in path_bridges(root, gpu, nic)})
+    found = [read_acs(root, bridge) for bridge in bridges]
+    return [{"address": f["address"], "control": f["control"]} for f in found if (f["control"] or 0) & ACS_REDIRECT]
+
+
+def clear_acs_redirect(root, address):
+    """Turn Request and Completion Redirect off in one bridge's ACS Control, leaving its other bits (written through
+    sysfs ``config``, as root; ``setpci -s <address> ECAP_ACS+0x6.w=<value>`` does the same). Returns (before,
+    after), or None when the bridge has no ACS capability."""
+    path = os.path.join(root, "sys/bus/pci/devices", address, "config")
+    with open(path, "r+b") as handle:
+        config = handle.read(4096)
+        offset = acs_offset(config)
+        if offset is None:
+            return None
+        before = int.from_bytes(config[offset + 6 : offset + 8], "little")
+        after = before & ~ACS_REDIRECT & 0xFFFF
+        if after != before:
+            handle.seek(offset + 6)
+            handle.write(after.to_bytes(2, "little"))
+    return before, after
+
+
+def main(argv=None):
+    """``python3 pcie.py --clear-acs-redirect [--root DIR]``: what the boot unit of role rdma_modules runs (this
+    file, installed as it is): clears ACS Request/Completion Redirect on the bridges between GPUs and RDMA NICs, one
+    line per bridge on standard output (the journal). Exit 1 when a bridge could not be written."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--clear-acs-redirect" not in argv:
+        sys.stderr.write("usage: pcie.py --clear-acs-redirect [--root DIR]\n")
+        return 2
+    root = argv[argv.index("--root") + 1] if "--root" in argv else "/"
+    status, bridges = 0, redirecting_bridges(root)
+    for bridge in bridges:
+        try:
+            before, after = clear_acs_redirect(root, bridge["address"])
+        except (OSError, TypeError) as exc:
+            sys.stdout.write(f"{bridge['address']}: ACS Control could not be written: {exc}\n")
+            status = 1
+            continue
+        sys.stdout.write(
+            f"{bridge['address']}: ACS Control {before:#06x} -> {after:#06x} ({' '.join(acs_names(before))} -> "
+            f"{' '.join(acs_names(after)) or 'none'})\n"
+        )
+    if not bridges:
+        sys.stdout.write("no bridge between a GPU and an RDMA NIC redirects peer-to-peer traffic\n")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

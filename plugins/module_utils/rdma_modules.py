@@ -8,6 +8,7 @@ node. The GPUDirect decision itself (DMA-BUF, nvidia-peermem or none) is ``gpudi
 
 import json
 
+from . import gpudirect_acs
 from .applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS
 from .applier import Applier
 from .fabric_model import interface_modules
@@ -211,6 +212,7 @@ ARGUMENT_SPEC = {
     "runtime_load": {"type": "raw"},
     "peermem_force": {"type": "bool", "default": False},
     "kallsyms": {"type": "bool", "default": True},
+    "acs_clear": {"type": "bool", "default": False},
 }
 
 
@@ -238,8 +240,9 @@ def run(module):
     result = {"changed": False, "wanted": wanted, "runtime_load": runtime, "facts": facts, "changes": []}
     if decision["mode"]:
         result["gpudirect"] = {"mode": decision["mode"], "reason": decision["reason"]}
-    if found["problems"]:
-        module.fail_json(msg="\n".join(found["problems"]), **result)
+    problems = found["problems"] + gpudirect_acs.errors(params["acs_clear"], decision["mode"], params["root"], prefix)
+    if problems:
+        module.fail_json(msg="\n".join(problems), **result)
     for warning in decision["warnings"]:
         module.warn(warning)
     if params["state"] == "checked":
@@ -277,8 +280,11 @@ def run(module):
     apply.file(PEERMEM_CONF, peermem)
     for warning in outcome["warnings"]:
         module.warn(warning)
+    # ACS redirect on the GPU-NIC paths, cleared now and at every boot where the site asks (rdma_modules_acs_clear).
+    result["acs"] = gpudirect_acs.apply(module, apply, params["acs_clear"], params["header"])
+    record = dict(outcome["record"], acs_clear=params["acs_clear"])
     # The record also at the top: role rdma_modules registers this result as the fact gpucluster_gpudirect.
-    apply.report(result, gpudirect=outcome["record"], **outcome["record"])
+    apply.report(result, gpudirect=record, **record)
     if outcome["fatal"]:
         module.fail_json(msg=outcome["fatal"], **result)
     module.exit_json(**result)

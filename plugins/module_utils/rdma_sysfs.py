@@ -66,7 +66,8 @@ def read_port(port_dir, root="/"):
     phys_code, phys_state = _coded(_read(os.path.join(port_dir, "phys_state")))
     rate_text = _read(os.path.join(port_dir, "rate"))
     gids = []
-    for index in sorted(_listdir(os.path.join(port_dir, "gids")), key=lambda n: _int(n) or 0):
+    table = _listdir(os.path.join(port_dir, "gids"))
+    for index in sorted(table, key=lambda n: _int(n) or 0):
         gid = _read(os.path.join(port_dir, "gids", index))
         if not gid or gid == ZERO_GID:
             continue
@@ -93,6 +94,7 @@ def read_port(port_dir, root="/"):
         "lid": _int(_read(os.path.join(port_dir, "lid")), 16),
         "sm_lid": _int(_read(os.path.join(port_dir, "sm_lid")), 16),
         "gids": gids,
+        "gid_table_size": len(table),
         "netdev": netdev,
         "netdev_mtu": netdev_mtu,
         "active_mtu": None,
@@ -104,6 +106,34 @@ def read_port(port_dir, root="/"):
         port["active_mtu"] = roce_active_mtu(netdev_mtu)
         port["active_mtu_source"] = "netdev_mtu"
     return port
+
+
+IPV4_MAPPED = "0000:0000:0000:0000:0000:ffff:"
+
+
+def gid_ipv4(gid):
+    """The IPv4 address of an IPv4-mapped GID (``...:ffff:0a14:0001`` is 10.20.0.1), else None."""
+    if not gid.startswith(IPV4_MAPPED):
+        return None
+    digits = gid[len(IPV4_MAPPED) :].replace(":", "")
+    return ".".join(str(int(digits[i : i + 2], 16)) for i in range(0, 8, 2))
+
+
+def gid_family(gid):
+    """``ipv4`` (an IPv4-mapped GID), ``link-local`` (fe80::/10) or ``ipv6`` (any other: a routable IPv6 address)."""
+    if gid_ipv4(gid):
+        return "ipv4"
+    return "link-local" if gid.lower().startswith("fe8") else "ipv6"
+
+
+def nccl_gid(port, family):
+    """The GID of ``port`` (read_port's) NCCL uses for RoCE: its first RoCE v2 GID of address ``family`` (ipv4 or
+    ipv6: NCCL_IB_ADDR_FAMILY), the one NCCL 2.21 and later select themselves and older NCCL needs as
+    NCCL_IB_GID_INDEX; None where the port has none."""
+    return next(
+        (g for g in port.get("gids") or [] if g.get("type") == "RoCE v2" and gid_family(g.get("gid") or "") == family),
+        None,
+    )
 
 
 def read_rdma_devices(root="/"):

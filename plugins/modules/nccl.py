@@ -57,6 +57,18 @@ options:
     type: str
     choices: [ipv4, ipv6]
     default: ipv4
+  ib_gid_index:
+    description:
+      - C(NCCL_IB_GID_INDEX) to write. V(auto) writes it only for NCCL before 2.21, as the index of the RoCE v2 GID of
+        O(ib_addr_family) on every interface of O(roce_interfaces) (one index for all, or refused); an index is
+        written as given, refused where it lies outside a RoCE port's GID table.
+    type: raw
+    default: auto
+  roce_interfaces:
+    description: The RoCE interfaces whose RDMA ports' GID tables O(ib_gid_index) reads.
+    type: list
+    elements: str
+    default: []
   install_dev:
     description: Manage C(libnccl-dev) too (it is also managed when it is installed).
     type: bool

@@ -74,6 +74,13 @@ options:
     description: Persist nvidia_peermem even when it did not load here (or could not be tried).
     type: bool
     default: false
+  acs_clear:
+    description:
+      - Clear ACS Request/Completion Redirect on the bridges between GPUs and RDMA NICs now and at every boot
+        (C(gpucluster-acs-clear.service) running C(/usr/local/libexec/gpucluster/pcie.py)); off, both are removed.
+      - Refused, before any change, where GPUDirect RDMA is off or the host has no GPU and RDMA NIC.
+    type: bool
+    default: false
   kallsyms:
     description: Read C(/proc/kallsyms) for the PeerDirect symbol.
     type: bool
@@ -111,6 +118,12 @@ wanted:
   returned: always
   type: list
   elements: str
+acs:
+  description:
+    - ACS clearing (O(acs_clear)) - C(clear), C(unit) and C(bridges), each C({address, before, after}) ACS Control
+      values of a bridge cleared now (in check mode, to be cleared).
+  returned: when applied
+  type: dict
 runtime_load:
   description: Whether the modules are loaded now (C(load)), and why (C(why)).
   returned: always

@@ -348,7 +348,9 @@ def _fleet_check_names(lab, node, failing):
     checks = json.loads((lab["reports"] / run / "report.json").read_text())["checks"]
     failed = {(c["host"], c["check"]) for c in checks if c["status"] == "failed"}
     assert failed == {(node, check) for check in failing}, failed
-    assert {c["host"] for c in checks} == {*GPUS, *SMS}
+    # Every host, and the fleet's own checks (fleet.sm_master: the lab's one subnet manager is MASTER).
+    assert {c["host"] for c in checks} == {*GPUS, *SMS, "fleet"}
+    assert [c["status"] for c in checks if c["check"] == "fleet.sm_master"] == ["passed"]
     assert _recap(proc.stdout)[node]["failed"] == 1 and all(
         counts.get("changed", 0) == 0 for counts in _recap(proc.stdout).values()
     )

@@ -8,9 +8,14 @@ kernel, a virtio device behind each port). No machine here has a downtrained lin
 2.5 GT/s x1 only and train to it, so the failing cases are laid out from the H200's values behind a port."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpucluster.fabric.plugins.module_utils import gpudirect_acs
+from ansible_collections.gpucluster.fabric.plugins.module_utils import pcie as pcie_module
+from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import Applier
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import (
     acs_checks,
     health_checks,
@@ -23,6 +28,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils.pcie import (
     read_device,
     read_gpu_nic_paths,
     read_links,
+    redirecting_bridges,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -281,3 +287,81 @@ def test_acs_redirect_on_the_bridges_between_gpu_and_nic_fails_gpudirect(tmp_pat
     )
     assert skipped["status"] == "skipped" and "(run as root)" in skipped["message"]
     assert acs_checks("gpu1", {"pcie_paths": []})[0]["status"] == "skipped" and acs_checks("gpu1", {}) == []
+
+
+class _Applying:
+    """What gpudirect_acs.apply uses of AnsibleModule: not in check mode, no systemctl (the tree is not /)."""
+
+    check_mode = False
+    _diff = False
+    params = {}
+
+    @staticmethod
+    def get_bin_path(_name):
+        return None
+
+    @staticmethod
+    def atomic_move(src, dest):
+        os.replace(src, dest)
+
+
+def test_acs_clearing_turns_only_the_redirect_bits_off_now_and_installs_the_boot_unit(tmp_path):
+    """The kernel lab's real root-port configuration space (intel_iommu=on: 0x1d) on a tree: clearing keeps Source
+    Validation and Upstream Forwarding (0x11), after which the check passes; the unit runs this very file."""
+    boots = _acs_boots()
+    on = _acs_tree(tmp_path / "on", boots["intel_iommu=on"])
+    assert [b["address"] for b in redirecting_bridges(on)] == ["0000:00:08.0", "0000:00:09.0"]
+    applier = Applier(_Applying(), root=on)
+    outcome = gpudirect_acs.apply(_Applying(), applier, True, "# Ansible managed")
+    assert outcome["bridges"] == [
+        {"address": "0000:00:08.0", "before": 0x1D, "after": 0x11},
+        {"address": "0000:00:09.0", "before": 0x1D, "after": 0x11},
+    ]
+    assert [c["what"] for c in applier.changes] == [
+        gpudirect_acs.CODE,
+        gpudirect_acs.UNIT_FILE,
+        "ACS 0000:00:08.0",
+        "ACS 0000:00:09.0",
+    ]
+    assert redirecting_bridges(on) == []
+    paths = read_gpu_nic_paths(on, read_links(on))
+    assert [acs_control(Path(on, "sys/bus/pci/devices", a, "config").read_bytes()) for a in ("0000:00:08.0",)] == [0x11]
+    (passed,) = acs_checks("gpu1", {"pcie_paths": paths, "gpudirect": {"mode": "dmabuf", "acs_clear": True}})
+    assert passed["status"] == "passed" and "cleared at every boot by gpucluster-acs-clear.service" in passed["message"]
+    unit = Path(on, gpudirect_acs.UNIT_FILE.lstrip("/")).read_text()
+    assert f"ExecStart=/usr/bin/python3 {gpudirect_acs.CODE} --clear-acs-redirect" in unit
+    installed = Path(on, gpudirect_acs.CODE.lstrip("/"))
+    assert installed.read_text() == Path(pcie_module.__file__).read_text()
+
+    # The boot: the installed file itself, as the unit runs it, on a tree whose bridges got their ACS back.
+    again = _acs_tree(tmp_path / "boot", boots["intel_iommu=on"])
+    run = subprocess.run(
+        [sys.executable, "-I", str(installed), "--clear-acs-redirect", "--root", again],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == (
+        "0000:00:08.0: ACS Control 0x001d -> 0x0011 (SrcValid ReqRedir CmpltRedir UpstreamFwd -> SrcValid UpstreamFwd)"
+    )
+    assert redirecting_bridges(again) == []
+
+    # Nothing left to clear: no change; turned off: the unit and its code go (the ACS comes back at the next boot).
+    applier = Applier(_Applying(), root=on)
+    assert gpudirect_acs.apply(_Applying(), applier, True, "# Ansible managed")["bridges"] == [] and not applier.changes
+    applier = Applier(_Applying(), root=on)
+    gpudirect_acs.apply(_Applying(), applier, False, "# Ansible managed")
+    assert [c["why"] for c in applier.changes] == ["it is not wanted (removed)"] * 2
+    assert not Path(on, gpudirect_acs.UNIT_FILE.lstrip("/")).exists()
+
+
+def test_acs_clearing_is_refused_without_a_gpudirect_path(tmp_path):
+    on = _acs_tree(tmp_path / "on", _acs_boots()["intel_iommu=on"])
+    assert gpudirect_acs.errors(True, "dmabuf", on) == []
+    assert gpudirect_acs.errors(False, "none", on) == []
+    (off,) = gpudirect_acs.errors(True, "none", on, "gpu1: ")
+    assert off.startswith("gpu1: rdma_modules_acs_clear is set, but GPUDirect RDMA is off on this host (mode none)")
+    bare = _tree(tmp_path / "bare", {"pci0000:00/0000:00:09.0": {"vendor": "0x1b36", "class": "0x060400"}})
+    (no_path,) = gpudirect_acs.errors(True, "dmabuf", bare, "gpu1: ")
+    assert "this host has no GPUDirect path (0 NVIDIA GPU, 0 RDMA NIC on its PCI bus)" in no_path

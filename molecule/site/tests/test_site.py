@@ -190,7 +190,8 @@ def test_intent_on_the_node_root_only_and_without_keys(name):
     assert intent["schema"] == 1 and intent["host"] == name
     variables = _vars(name)
     if name in GPU_NODES:
-        roles = {"rdma_core", "rdma_modules", "cuda_repo", "nccl", "fabric_interfaces", "roce_qos", "fabric_validate"}
+        roles = {"rdma_core", "rdma_modules", "hca_firmware", "cuda_repo", "nccl", "fabric_interfaces", "roce_qos"}
+        roles |= {"fabric_validate"}
         assert roles | {"node_check"} == set(intent["roles"])
         assert intent["roles"]["nccl"]["nccl_version"] == "2.21.5"
         (eth1,) = [i for i in intent["roles"]["fabric_interfaces"]["interfaces"] if i["name"] == "eth1"]

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from ..nccl import is_debug_only
 from ..pcie import ACS_REDIRECT, acs_names
+from ..rdma_sysfs import gid_family, gid_ipv4, nccl_gid
 from ..sminfo import infiniband_port as _infiniband_port
 from ..sminfo import query_ports as sm_query_ports
 from ..sminfo import sminfo_outcome
@@ -517,24 +518,6 @@ def iommu_checks(host, data):
     return [_check(host, "health", "iommu", "passed", message, shown, "off or passthrough")]
 
 
-IPV4_MAPPED = "0000:0000:0000:0000:0000:ffff:"
-
-
-def _gid_address(gid):
-    """The IPv4 address of an IPv4-mapped GID (``...:ffff:0a14:0001`` is 10.20.0.1), else None."""
-    if not gid.startswith(IPV4_MAPPED):
-        return None
-    digits = gid[len(IPV4_MAPPED) :].replace(":", "")
-    return ".".join(str(int(digits[i : i + 2], 16)) for i in range(0, 8, 2))
-
-
-def gid_family(gid):
-    """``ipv4`` (an IPv4-mapped GID), ``link-local`` (fe80::/10) or ``ipv6`` (any other: a routable IPv6 address)."""
-    if _gid_address(gid):
-        return "ipv4"
-    return "link-local" if gid.lower().startswith("fe8") else "ipv6"
-
-
 def roce_gid_checks(host, data):
     """``roce.gid[<dev>/<port>]`` for each RoCE port (Ethernet link layer): a RoCE v2 GID of the address family NCCL
     uses (``gid_family``: role nccl's nccl_ib_addr_family, IPv4 unless the site says IPv6) on the port's interface
@@ -550,11 +533,10 @@ def roce_gid_checks(host, data):
         name = f"roce.gid[{device}/{port['port']}]"
         netdev = port.get("netdev") or "its interface"
         v2 = [g for g in port.get("gids") or [] if g.get("type") == "RoCE v2"]
-        wanted = [g for g in v2 if gid_family(g.get("gid") or "") == family]
+        first = nccl_gid(port, family)
         threshold = f"RoCE v2 {label}"
-        if wanted:
-            first = wanted[0]
-            address = _gid_address(first["gid"]) or first["gid"]
+        if first:
+            address = gid_ipv4(first["gid"]) or first["gid"]
             message = (
                 f"{device}/{port['port']}: RoCE v2 GID {first['index']} is {address} on {first.get('ndev') or netdev}, "
                 f"the {label} GID NCCL selects (NCCL_IB_GID_INDEX unset or -1, NCCL 2.21+)"
@@ -588,6 +570,7 @@ def acs_checks(host, data):
     if not paths:
         return [_check(host, "health", "pcie.acs", "skipped", "skipped: no GPU and RDMA NIC on this host")]
     gpudirect = (data.get("gpudirect") or {}).get("mode")
+    cleared_at_boot = bool((data.get("gpudirect") or {}).get("acs_clear"))
     bridges = {bridge["address"]: bridge for path in paths for bridge in path["bridges"]}
     redirecting = sorted(a for a, b in bridges.items() if b["control"] is not None and b["control"] & ACS_REDIRECT)
     unread = sorted(a for a, b in bridges.items() if not b["readable"])
@@ -597,15 +580,24 @@ def acs_checks(host, data):
         return [_check(host, "health", "pcie.acs", "skipped", message, redirecting)]
     if redirecting:
         shown = "; ".join(f"{a} ({', '.join(acs_names(bridges[a]['control']))})" for a in redirecting)
+        fix = (
+            "gpucluster-acs-clear.service (rdma_modules_acs_clear) did not clear it: systemctl status "
+            "gpucluster-acs-clear.service, or run the collection again (--tags rdma_modules)"
+            if cleared_at_boot
+            else "clear it at every boot (rdma_modules_acs_clear: true; by hand, setpci -s <bridge> "
+            "ECAP_ACS+0x6.w=0000), or with the BIOS's ACS setting"
+        )
         message = (
             f"ACS redirects peer-to-peer traffic on {len(redirecting)} bridge(s) between the GPUs and NICs: {shown}; "
-            f"clear it (setpci -s <bridge> ECAP_ACS+0x6.w=0000 at every boot, or the BIOS's ACS setting): {NCCL_ACS}"
+            f"{fix}: {NCCL_ACS}"
         )
         return [_check(host, "health", "pcie.acs", "failed", message, redirecting, [])]
     if unread:
         message = f"skipped: the configuration space of {', '.join(unread)} cannot be read (run as root)"
         return [_check(host, "health", "pcie.acs", "skipped", message)]
     message = f"no ACS redirect on the {len(bridges)} bridge(s) of the {pairs} GPU-NIC path(s)"
+    if cleared_at_boot:
+        message += " (cleared at every boot by gpucluster-acs-clear.service: rdma_modules_acs_clear)"
     return [_check(host, "health", "pcie.acs", "passed", message, [], [])]
 
 

@@ -159,3 +159,11 @@ def test_firmware_settings_on_a_host_without_an_adapter_are_refused(tmp_path):
     out = run.stdout + run.stderr
     assert run.returncode != 0, out
     assert "gpu01: hca_firmware_settings names settings, but the host has no NVIDIA network adapter" in out, out
+
+
+def test_acs_clearing_on_a_host_without_gpudirect_is_refused(tmp_path):
+    """This machine has no GPU: GPUDirect RDMA is decided off, and clearing ACS for it is refused in the preflight."""
+    run = _run(tmp_path, {"gpu01": {"rdma_modules_acs_clear": True}}, {"gpucluster_roles": ["rdma_modules"]})
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    assert "gpu01: rdma_modules_acs_clear is set, but GPUDirect RDMA is off on this host (mode none)" in out, out

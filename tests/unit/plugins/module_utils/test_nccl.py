@@ -327,3 +327,50 @@ def test_the_address_family_is_one_setting_written_once():
         "nccl_conf: NCCL_IB_ADDR_FAMILY=AF_INET6 contradicts nccl_ib_addr_family=ipv4 (AF_INET); set "
         "nccl_ib_addr_family (ipv4 or ipv6) and leave NCCL_IB_ADDR_FAMILY out of nccl_conf"
     ]
+
+
+SOFTROCE = str(ROOT / "tests" / "fixtures" / "sysfs-softroce-vm1")  # the kernel lab's rxe0 on eth1, as sysfs lays it
+
+
+def _gid_params(**given):
+    return {
+        "ib_gid_index": "auto",
+        "roce_interfaces": ["eth1"],
+        "conf": {},
+        "nccl_version": "2.18.5",
+        "ib_addr_family": "ipv4",
+        **given,
+    }
+
+
+def test_nccl_before_2_21_gets_the_index_of_the_roce_v2_gid_of_its_family():
+    ports = nccl.roce_ports(["eth1"], SOFTROCE)
+    assert list(ports) == ["eth1"] and ports["eth1"]["gid_table_size"] == 4
+    assert nccl.gid_index(_gid_params(), ports) == (1, [], [])  # GID 1: RoCE v2 ::ffff:10.20.0.1
+    assert nccl.gid_index(_gid_params(nccl_version="2.21.5"), ports) == (None, [], [])  # 2.21 chooses itself
+    assert nccl.gid_index(_gid_params(roce_interfaces=[]), ports) == (None, [], [])  # InfiniBand: no GID index
+    index, errors, (warning,) = nccl.gid_index(_gid_params(ib_addr_family="ipv6"), ports)
+    assert index is None and errors == []
+    assert "NCCL_IB_GID_INDEX is written once eth1 has a RoCE v2 ipv6 GID" in warning
+    # Before role fabric_interfaces gave the interface its address (or created rxe0): written on the next run.
+    assert nccl.gid_index(_gid_params(), {})[0] is None
+    second = dict(ports["eth1"], gids=[dict(g, index=g["index"] + 2) for g in ports["eth1"]["gids"]])
+    _index, (error,), _warnings = nccl.gid_index(
+        _gid_params(roce_interfaces=["eth1", "eth2"]), {**ports, "eth2": second}
+    )
+    assert "their RoCE v2 ipv4 GIDs are at different indexes (eth1 1, eth2 3)" in error
+
+
+def test_a_fixed_gid_index_is_written_inside_the_table_or_refused():
+    ports = nccl.roce_ports(["eth1"], SOFTROCE)
+    assert nccl.gid_index(_gid_params(ib_gid_index=3), ports) == (3, [], [])
+    _index, (error,), _warnings = nccl.gid_index(_gid_params(ib_gid_index="7"), ports)
+    assert error.startswith("nccl_ib_gid_index=7 is outside the GID table of eth1's RDMA port (4 entries, 0-3)")
+    assert nccl.gid_index(_gid_params(ib_gid_index="any"), ports)[1] == [
+        "nccl_ib_gid_index='any' is neither auto nor a GID index (0-255)"
+    ]
+    both = _gid_params(ib_gid_index=3, conf={"NCCL_IB_GID_INDEX": 3})
+    assert nccl.gid_index(both, ports)[1] == [
+        "nccl_conf sets NCCL_IB_GID_INDEX and nccl_ib_gid_index is not auto: set one of them"
+    ]
+    assert nccl.gid_index(_gid_params(conf={"NCCL_IB_GID_INDEX": 3}), ports) == (None, [], [])  # the site's own

@@ -424,14 +424,20 @@ def test_a_subnet_manager_checks_its_unit_and_asks_for_the_master_with_its_envir
 def test_a_subnet_manager_reads_its_own_state_and_the_fleet_wants_one_master():
     """sm.state: ibaddr's LID of this host's port; the master's answer where it is the master's LID, else sminfo
     <LID> (real output: a second OpenSM in STANDBY on the ibsim lab). fleet.sm_master judges the fleet's."""
-    opensm = {"unit": "opensm@0x1.service", "diag_environment": {"SIM_HOST": "H-1"}}
+    opensm = {"unit": "opensm@0x0002c90300a00001.service", "diag_environment": {"SIM_HOST": "H-1"}}
     master = (0, (SMINFO / "master.stdout").read_text(), "")
     ibaddr = (0, (SMINFO / "ibaddr.stdout").read_text(), "")
     host = _Host({"systemctl": (0, "active\n", ""), "sminfo": master, "ibaddr": ibaddr})
     checks = {c["check"]: c for c in node_check.subnet_manager_checks("sm1", opensm, host)}
     assert checks["sm.state"]["status"] == "passed" and checks["sm.state"]["measured"] == "SMINFO_MASTER"
     # The master's own port: its answer to sminfo is this SM's state, not asked twice.
-    assert [call[0][-1] for call in host.calls] == ["opensm@0x1.service", "sminfo", "ibaddr"]
+    assert [call[0][2:] for call in host.calls] == [["opensm@0x0002c90300a00001.service"], ["sminfo"], ["ibaddr"]]
+    # OpenSM bound to another port than ibaddr's first one: that port's LID is asked by GUID.
+    host = _Host({"systemctl": (0, "active\n", ""), "sminfo": master, "ibaddr": ibaddr})
+    other = dict(opensm, unit="opensm@0x0002c90300a00101.service")
+    node_check.subnet_manager_checks("sm1", other, host)
+    assert [call[0][2:] for call in host.calls][2:] == [["ibaddr"], ["ibaddr", "-G", "0x0002c90300a00101"]]
+    assert node_check._port_guid_of(ibaddr[1]) == 0x0002C90300A00001
 
     standby = (0, (SMINFO / "standby.stdout").read_text(), "")
     second = (0, "GID fe80::2:c903:a0:101 LID start 0x5 end 0x5\n", "")

@@ -6,6 +6,7 @@ lab's CUDA mirror by scenario nccl (and scenario site).
 """
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -132,3 +133,21 @@ def test_features_met_pass(tmp_path):
     args = dict(ARGS, required_features=["nvls"], feature_minimums=minimums)
     result = run_module(tmp_path, args, root=str(tmp_path), state="checked")
     assert not result.get("failed"), result
+
+
+def test_nccl_before_2_21_on_roce_gets_the_gid_index_in_nccl_conf(tmp_path):
+    """The kernel lab's rxe0 on eth1 (tests/fixtures/sysfs-softroce-vm1: its RoCE v2 IPv4 GID at index 1) below the
+    module's root: NCCL 2.18 cannot choose the GID, so the module writes the index; 2.21 writes none."""
+    root = tmp_path / "root"
+    shutil.copytree(os.path.join(_process.REPO, "tests", "fixtures", "sysfs-softroce-vm1"), root, symlinks=True)
+    old = dict(ARGS, nccl_version="2.18.5", cuda_version="12.2", roce_interfaces=["eth1"])
+    first = run_module(tmp_path, old, root=str(root))
+    assert not first.get("failed"), first
+    assert "NCCL_IB_GID_INDEX=1\n" in (root / "etc/nccl.conf").read_text()
+    assert run_module(tmp_path, old, root=str(root))["changed"] is False
+    run_module(tmp_path, dict(old, nccl_version="2.21.5", cuda_version="12.4"), root=str(root))
+    assert "NCCL_IB_GID_INDEX" not in (root / "etc/nccl.conf").read_text()
+    outside = run_module(tmp_path, dict(old, ib_gid_index=9), root=str(root), state="checked")
+    assert (
+        outside["failed"] and "gpu1: nccl_ib_gid_index=9 is outside the GID table of eth1's RDMA port" in outside["msg"]
+    )
