@@ -68,12 +68,13 @@ images: host-deps  ## build (or reuse cached) lab images for LAB_SUITES
 	for suite in $(LAB_SUITES); do LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $$suite; done
 
 .PHONY: lint
-lint: venv  ## yamllint, ansible-lint (production profile), ruff, Jinja logic <= 200 characters
+lint: venv  ## yamllint, ansible-lint (production profile), ruff, Jinja logic <= 200 characters, generated files
 	$(BIN)/yamllint --strict .
 	$(BIN)/ansible-lint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python tools/role_docs.py --check
+	$(BIN)/python tools/mlxconfig_catalogue.py --check
 	$(BIN)/python tools/bool_uses.py
 	$(BIN)/python tools/jinja_logic.py
 	$(BIN)/antsibull-changelog lint

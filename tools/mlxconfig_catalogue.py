@@ -73,6 +73,9 @@ def main(argv=None):
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--database", type=Path, default=DATABASE)
     args = parser.parse_args(argv)
+    if not args.database.is_file():
+        print(f"{args.database} is missing: install Debian's mstflint (tests/lab/setup-host.sh does)", file=sys.stderr)
+        return 1
     text = render(catalogue(args.database), mstflint_version())
     if args.check:
         current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""

@@ -73,14 +73,25 @@ def node_check_record(result):
     return {"node_check": {"report": report, "error": error or f"rc {result.get('rc')}"}, "versions": versions}
 
 
+def subnet_manager_records(results):
+    """{subnet manager: record} from the loop that ran each one's node check (tasks/report.yml): the same record as a
+    node of the fleet check; a skipped item (not asked) has none, an unreachable one says why it was not checked."""
+    return {
+        str(result["item"]): node_check_record(result)
+        for result in results or []
+        if isinstance(result, dict) and "item" in result and not result.get("skipped")
+    }
+
+
 def _sminfo_results(variables):
     """The results of a host's sminfo loop (read only when it asked a port: its loop had items)."""
     return variables["__fabric_validate_sminfo"]["results"] if "__fabric_validate_sminfo" in variables else []
 
 
-def host_failures(checks, hosts):
-    """{host: [failure line]} for each host: its own failed checks and the fleet's."""
-    return {host: failure_lines([c for c in checks if c["host"] in (host, "fleet")]) for host in hosts}
+def host_failures(checks, hosts, shared=()):
+    """{host: [failure line]} for each host: its own failed checks and the fleet's, and those of the ``shared`` hosts
+    (the subnet managers the play asked from outside: their failures are the fabric's)."""
+    return {host: failure_lines([c for c in checks if c["host"] in (host, "fleet", *shared)]) for host in hosts}
 
 
 def build_report(args):
@@ -111,7 +122,8 @@ def build_report(args):
         "nccl_side_by_side": nccl_side_by_side(hosts),
         "hosts": hosts,
     }
-    return report, host_failures(result["checks"], hosts)
+    shared = [host for host in hosts if host not in args.get("play_hosts", hosts)]
+    return report, host_failures(result["checks"], hosts, shared)
 
 
 def figures_plan(series, matplotlib_present):
@@ -177,6 +189,7 @@ class ActionModule(ActionBase):
             "rdma_device",
             "hosts",
             "unreached",
+            "subnet_managers",
         }
     )
 
@@ -204,7 +217,10 @@ class ActionModule(ActionBase):
             if not args.get(required):
                 raise AnsibleActionFail(f"fabric_validate_report: {required} is required")
         if isinstance(args.get("hosts"), (list, tuple)):
-            args = dict(args, hosts=host_records(args["hosts"], task_vars.get("hostvars") or {}))
+            records = host_records(args["hosts"], task_vars.get("hostvars") or {})
+            # The subnet managers' own checks, asked from outside this play (tasks/report.yml): judged with the rest.
+            records.update(subnet_manager_records(args.get("subnet_managers")))
+            args = dict(args, hosts=records, play_hosts=list(args["hosts"]))
         report, failures = build_report(args)
         # Relative to where ansible-playbook runs, never inside a playbook's or an installed collection's directory.
         run_dir = os.path.join(os.path.abspath(os.path.expanduser(str(args["report_dir"]))), str(report["run_id"]))

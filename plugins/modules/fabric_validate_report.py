@@ -91,6 +91,15 @@ options:
     type: list
     elements: str
     default: []
+  subnet_managers:
+    description:
+      - The results of a loop that ran each subnet manager's node check (C(gpucluster-fabric-check --json -)), with
+        the subnet manager as C(item), when O(hosts) is a list - role fabric_validate runs it delegated where the play
+        does not run on the subnet managers. Each becomes that host's record, judged as the fleet check judges a node;
+        its failed checks fail every host of the play, as the fleet's do.
+    type: list
+    elements: dict
+    default: []
 """
 
 EXAMPLES = r"""

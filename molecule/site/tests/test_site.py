@@ -249,6 +249,21 @@ def test_report_has_a_heat_map_of_every_host_and_no_empty_plot():
         assert not (run / "plot.png").exists(), "a plot of empty panels"
 
 
+def test_report_reads_tenant_isolation_from_the_subnet_managers():
+    """site.yml's validation report holds each subnet manager's own checks, asked from outside the GPU nodes' play:
+    its OpenSM's state, and per partition and per port the P_Keys the fabric holds against partitions.conf."""
+    report = _latest_report()
+    for sm in SUBNET_MANAGERS:
+        mine = {c["check"]: c for c in report["checks"] if c["host"] == sm}
+        assert mine["sm.state"]["status"] == "passed" and mine["sm.state"]["measured"] == "SMINFO_MASTER", mine
+        ports = {name: c for name, c in mine.items() if name.startswith("partition.port[")}
+        for gpu in GPU_NODES:
+            assert ports[f"partition.port[{_guid(_vars(gpu)['fabric_port_guids'][0])}]"]["status"] == "passed", ports
+        partitions = [c for name, c in mine.items() if name.startswith("partition[")]
+        assert partitions and all(c["status"] == "passed" for c in partitions), partitions
+    assert [c["status"] for c in report["checks"] if c["check"] == "fleet.sm_master"] == ["passed"]
+
+
 def test_report_health_tier_passed_on_every_gpu_node():
     report = _latest_report()
     checks = report["checks"]

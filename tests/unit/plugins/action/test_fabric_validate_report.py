@@ -191,14 +191,14 @@ def test_one_run_writes_every_report_file_and_fails_the_failing_host(tmp_path):
     assert "changed=1" not in again.stdout
 
 
-def test_health_tier_takes_seven_task_slots(tmp_path):
+def test_health_tier_takes_eight_task_slots(tmp_path):
     # The argument spec, the checks with the read and the host's record (one task), the sminfo query of check
-    # sm.master (a loop over the InfiniBand ports: none here), the measured tiers' include (skipped), the report, its
-    # line, the failures.
+    # sm.master (a loop over the InfiniBand ports: none here), the measured tiers' include (skipped), the subnet
+    # managers' own checks (a loop over those outside the play: none here), the report, its line, the failures.
     run = _run(tmp_path, "-e", '{"fabric_validate_tiers": ["health"], "fabric_validate_fail_on_failure": false}')
     assert run.returncode == 0, run.stdout + run.stderr
     tasks = _tasks(run)
-    assert len(tasks) == 7, tasks
+    assert len(tasks) == 8, tasks
     run_dir = tmp_path / "reports" / "fixed"
     report = json.loads((run_dir / "report.json").read_text())
     # The records the report built from what the collection registered: the same as the tiers' (the test above).
@@ -351,3 +351,42 @@ def test_a_relative_report_dir_is_below_the_working_directory_and_the_outcome_is
     # AWX/AAP keeps custom stats as the job's artifacts.
     stats = out.split("CUSTOM STATS:", 1)[1]
     assert "fabric_validate" in stats and str(tmp_path / "rel-reports" / "fixed") in stats, stats
+
+
+def test_a_subnet_managers_own_check_joins_the_report_and_its_failures_are_the_fabrics():
+    """The loop of tasks/report.yml: each subnet manager's node check JSON becomes its record, judged like a node of
+    the fleet check; its failed partition check fails every host of the play; an unreachable one says so."""
+    from ansible_collections.gpucluster.fabric.plugins.action.fabric_validate_report import (
+        build_report,
+        subnet_manager_records,
+    )
+
+    def check(name, status, message):
+        return {"host": "sm-a", "tier": "health", "check": name, "status": status, "measured": None,
+                "threshold": None, "unit": None, "message": message}  # fmt: skip
+
+    own = {
+        "host": "sm-a",
+        "status": "failed",
+        "reason": "partition[tenant]: held by 0x0002c90300a00201",
+        "versions": {"kernel": "6.1.0-9", "packages": {}},
+        "checks": [
+            check("sm.state", "passed", "this host's subnet manager (LID 1, priority 14) is SMINFO_MASTER"),
+            check("partition[tenant]", "failed", "held by 0x0002c90300a00201, not a member"),
+        ],
+    }
+    results = [
+        {"item": "sm-a", "rc": 1, "stdout": json.dumps(own), "changed": False},
+        {"item": "sm-b", "unreachable": True, "msg": "ssh: connect to host sm-b port 22: Connection timed out"},
+        {"item": "sm-c", "skipped": True},
+    ]
+    records = subnet_manager_records(results)
+    assert set(records) == {"sm-a", "sm-b"}
+    hosts = {"gpu1": {"node_check": {"report": {"status": "passed", "checks": []}, "error": None}}, **records}
+    args = {"run_id": "r", "tiers": ["health"], "thresholds": {}, "hosts": hosts, "play_hosts": ["gpu1"]}
+    report, failures = build_report(args)
+    by = {(c["host"], c["check"]): c["status"] for c in report["checks"]}
+    assert by[("sm-a", "sm.state")] == "passed" and by[("sm-a", "partition[tenant]")] == "failed"
+    assert by[("sm-b", "node_check")] == "failed"
+    assert any("sm-a: health/partition[tenant]" in line for line in failures["gpu1"]), failures
+    assert any("sm-b: health/node_check" in line for line in failures["gpu1"]), failures
