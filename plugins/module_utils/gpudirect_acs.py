@@ -46,7 +46,7 @@ def unit(header):
         "Description=Clear PCIe ACS redirect between GPUs and RDMA NICs (GPUDirect RDMA)",
         "Documentation=https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html",
         "DefaultDependencies=no",
-        "After=systemd-modules-load.service",
+        "After=local-fs.target systemd-modules-load.service",
         "Before=sysinit.target slurmd.service nvidia-persistenced.service",
         "",
         "[Service]",
