@@ -256,7 +256,7 @@ scenarios: venv images mirror build controller-image $(MATRIX_HOST_STAMPS)
 
 # make test runs its phases one after the other and prints how long each took (also on failure). The unit tests run in
 # `make scenarios`, on every release of the version matrix (`make unit` runs them on the main venv).
-TEST_PHASES := host-deps venv images lint build sanity scenarios kernel-lab-reduced
+TEST_PHASES := new-machine host-deps venv images lint build sanity scenarios kernel-lab-reduced
 TEST_TIMINGS := $(ROOT)/.build/test-timings.txt
 # What each failed run's log says of why (tests/lab/why-failed.sh writes it; make test prints it last on failure).
 TEST_FAILURES := $(ROOT)/.build/test-failures.txt
@@ -287,6 +287,12 @@ lab: venv host-deps  ## the main job: bring up the lab (LAB_SUITE=bookworm) and 
 	  $(BIN)/python -c 'import json, sys; r = json.load(open(sys.argv[1])); s = r["summary"]; \
 	    print("Tiers: %s: %d passed, %d failed, %d skipped (%d checks; skipped means not measured)" \
 	          % (", ".join(r["tiers"]), s["passed"], s["failed"], s["skipped"], s["total"]))' $${report}report.json
+
+# What a new machine's first `make lab` meets, made again here: tests/lab/new-machine.sh removes the lab's containers,
+# networks, images, mirror and podman's default bridge, then runs `make lab` twice and `make lab-down` in a fresh clone.
+.PHONY: new-machine
+new-machine:  ## remove what a first `make lab` could depend on; then `make lab` (twice) in a fresh clone of HEAD
+	tests/lab/new-machine.sh $(ROOT)
 
 .PHONY: lab-down
 lab-down: venv  ## tear the lab down

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the lab's NVIDIA-style CUDA apt mirror from scratch (nothing prebuilt is committed).
 #
-#   build-mirror.sh <url>     <url> = where the mirror will be served, e.g. http://10.88.0.1:8642
+#   build-mirror.sh <url>     <url> = where the mirror will be served, e.g. http://10.89.79.1:8642
 #
 # Prints the cache directory holding the result:
 #   <cache>/www/<variant>/compute/cuda/repos/<distro>/<arch>/   one flat apt repository each, like NVIDIA's
@@ -21,7 +21,7 @@
 # Needs: dpkg-deb (dpkg), apt-ftparchive (apt-utils), gpg (gnupg), python3 with pip (PyPI reachable).
 set -euo pipefail
 
-url=${1:?usage: build-mirror.sh <url, e.g. http://10.88.0.1:8642>}
+url=${1:?usage: build-mirror.sh <url, e.g. http://10.89.79.1:8642>}
 url=${url%/}
 here=$(cd "$(dirname "$0")" && pwd)
 cache_root=${LAB_MIRROR_CACHE:-/var/tmp/gpucluster-lab-mirror}

@@ -5,9 +5,12 @@
 #   mirror.sh stop     stop the server this script started
 #   mirror.sh status   exit 0 when the server answers, print the manifest path
 #
-# The server listens on the podman bridge's gateway address (the address the Molecule containers reach this
-# host at; `podman network inspect podman`), port $LAB_MIRROR_PORT (default 8642). Override the address with
-# $LAB_MIRROR_ADDRESS. The manifest ($LAB_MIRROR_CACHE/current.json) holds the URLs and the key fingerprints.
+# The server listens on an address of the lab's own: 10.89.79.1 on the bridge gpucluster-svc (10.89.79.0/24), which
+# `start` creates when it is missing. Every container reaches it through its own network's gateway (this machine),
+# whatever podman network it is on: nothing depends on an address another tool may or may not have made. An address
+# of your own ($LAB_MIRROR_ADDRESS) must be on an interface this project made (tests/lab/local_addresses.py):
+# `start` refuses any other. Port $LAB_MIRROR_PORT (default 8642). The manifest ($LAB_MIRROR_CACHE/current.json)
+# holds the URLs and the key fingerprints.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,18 +19,21 @@ port=${LAB_MIRROR_PORT:-8642}
 pidfile="$cache_root/server.pid"
 manifest="$cache_root/current.json"
 
+bridge=gpucluster-svc  # tests/lab/local_addresses.py knows it by this name
+default_address=10.89.79.1
+default_prefix=24
+
+# The mirror's address, made local first when it is the lab's own (the bridge and its address, idempotent).
 address() {
-  if [[ -n "${LAB_MIRROR_ADDRESS:-}" ]]; then
-    echo "$LAB_MIRROR_ADDRESS"
-    return
+  local addr=${LAB_MIRROR_ADDRESS:-$default_address}
+  if [[ -z "${LAB_MIRROR_ADDRESS:-}" ]]; then
+    ip link show dev "$bridge" >/dev/null 2>&1 || ip link add name "$bridge" type bridge
+    ip -4 addr show dev "$bridge" to "$addr/32" | grep -q inet ||
+      ip addr add "$addr/$default_prefix" dev "$bridge"
+    ip link set dev "$bridge" up
   fi
-  local gw
-  gw=$(podman network inspect podman --format '{{range .Subnets}}{{.Gateway}} {{end}}' | awk '{print $1}')
-  [[ -n "$gw" ]] || {
-    echo "mirror.sh: cannot read the podman bridge gateway; set LAB_MIRROR_ADDRESS" >&2
-    exit 1
-  }
-  echo "$gw"
+  python3 "$here/../local_addresses.py" "$addr" || exit 1
+  echo "$addr"
 }
 
 answers() { # <url>
@@ -105,7 +111,6 @@ with open(dst, "w") as f:
     json.dump(manifest, f, indent=2)
     f.write("\n")
 PY
-  # The address may only appear once a container joins the bridge; the server answers locally at once.
   for _ in $(seq 50); do
     if ! running_pid >/dev/null; then
       cat "$cache_root/server.log" >&2

@@ -1,24 +1,16 @@
-"""Serve a directory over HTTP on one address, even before that address exists on this host.
+"""Serve a directory over HTTP on one address of this machine, and refuse any other.
 
-The lab mirror listens on the podman bridge's gateway address, which netavark creates only while a container
-is on the bridge; IP_FREEBIND lets the server bind it beforehand, so the mirror is reachable from the Molecule
-containers and from nowhere else.
+The lab mirror listens on an address the project made local before it starts (mirror.sh: the bridge gpucluster-svc).
+An address that is not local is refused at once, never bound ahead of time: a client would reach it through the
+default route, off this machine.
 
     python3 serve.py <address> <port> <directory>
 """
 
+import errno
 import functools
-import socket
 import sys
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-
-IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)
-
-
-class FreebindHTTPServer(ThreadingHTTPServer):
-    def server_bind(self):
-        self.socket.setsockopt(socket.SOL_IP, IP_FREEBIND, 1)
-        super().server_bind()
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -29,7 +21,13 @@ class QuietHandler(SimpleHTTPRequestHandler):
 def main():
     address, port, directory = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     handler = functools.partial(QuietHandler, directory=directory)
-    with FreebindHTTPServer((address, port), handler) as server:
+    try:
+        server = ThreadingHTTPServer((address, port), handler)
+    except OSError as error:
+        if error.errno == errno.EADDRNOTAVAIL:
+            sys.exit(f"serve.py: {address} is not an address of this machine (ip -4 addr); refusing to serve there")
+        sys.exit(f"serve.py: cannot listen on {address}:{port}: {error.strerror}")
+    with server:
         server.serve_forever()
 
 
