@@ -20,7 +20,7 @@ description:
     the live state and says what and why.
   - A role runs when the run's tags select its applier task as Ansible would select it (C(--tags), C(--skip-tags));
     the task carries every tag of its roles' applier tasks.
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes

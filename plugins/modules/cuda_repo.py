@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: cuda_repo
 short_description: Add NVIDIA's CUDA apt repository through a verified cuda-keyring, changing only what differs
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - The applier of role C(gpucluster.fabric.cuda_repo)'s steps, after the checks of
     M(gpucluster.fabric.cuda_repo_probe) (the same code) - the inputs, the other apt sources of the repository, the

@@ -25,7 +25,7 @@ description:
     the package bytes it has just verified (C(dpkg -i)) and fails on any error.
   - An action plugin of the same name runs on the controller first; it reads O(keyring_deb_src) there and passes
     its bytes to the module.
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes

@@ -5,6 +5,7 @@
 
 DOCUMENTATION = r"""
 module: declared_vars
+version_added: 0.2.0
 short_description: Refuse inventory variables with the collection's prefixes that no role declares
 description:
   - Judges the variables the inventory (group_vars, host_vars, inventory files) and C(-e) extra vars give the host;

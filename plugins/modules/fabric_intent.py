@@ -15,7 +15,7 @@ description:
   - Only a file that differs is written, with the reason (RV(changes)) and, in diff mode, a diff.
   - Where the intent holds role C(node_check) (the site preflight puts the role's settings there), the same call
     installs the node check that reads the intent, as M(gpucluster.fabric.node_check) would (RV(node_check)).
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: fabric_interfaces
 short_description: Persist and apply the fabric interfaces of a host - backend files, sysctls, links, Soft-RoCE
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - The applier of role M(gpucluster.fabric.fabric_interfaces)'s steps, in one run and in this order, each changing
     only what differs from the live state.

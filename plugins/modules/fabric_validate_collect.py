@@ -15,7 +15,7 @@ description:
     are read again every O(settle_delay) seconds while such a port remains, and the last read is returned (running
     out of time is for the caller to judge, not a failure).
   - Reads only; never changes anything. Safe in check mode.
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 options:
   nccl_conf_path:

@@ -19,7 +19,7 @@ description:
   - The run's outcome is also returned as custom statistics (what M(ansible.builtin.set_stats) sets), under the key
     C(fabric_validate) - run_id, run_dir, files, summary and failures - so that AWX/AAP keeps it as the job's
     artifacts, which outlive the execution environment the report directory was written in.
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: hca_firmware
 short_description: Read, and where asked set, the firmware settings of NVIDIA (Mellanox) adapters with mstconfig
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Role C(gpucluster.fabric.hca_firmware) in one step. For every adapter (every physical function 0 of PCI vendor
     0x15b3 of class network, or O(devices)), runs C(mstconfig -e -d <address> query) for the parameters of

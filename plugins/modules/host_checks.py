@@ -15,7 +15,7 @@ description:
   - Each step's result is what its module returns; a step that fails does not stop the steps after it, and a step
     whose arguments would change the host is refused.
   - The preflight calls it once per host instead of once per module, so that the checks cost one remote call.
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes

@@ -18,7 +18,7 @@ description:
     fails when it is not the pinned one (another libnccl.so.2 may shadow it).
   - With O(restore_pin), only writes the pin of that installed version (or removes it for V(absent)), as the role
     does when an install fails, so that the host is left as it was.
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes

@@ -13,7 +13,7 @@ description:
     M(gpucluster.fabric.fabric_interfaces), M(gpucluster.fabric.roce_qos) and M(gpucluster.fabric.opensm).
   - Each step's result is what its module returns; a step that fails stops the steps after it, each of which says so.
   - Action M(gpucluster.fabric.apply) calls it with each role's arguments; it is not meant for a task of its own.
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes

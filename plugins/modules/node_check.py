@@ -6,7 +6,7 @@ DOCUMENTATION = r"""
 ---
 module: node_check
 short_description: Install the node check, its configuration and its systemd timer, changing only what differs
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Installs the node's own fabric check, C(/usr/local/sbin/gpucluster-fabric-check), which judges the host's intent
     (C(/etc/gpucluster/fabric.json), written by M(gpucluster.fabric.fabric_intent)) against its live state with the

@@ -17,7 +17,7 @@ description:
     C(opensm_restart_ok).
   - Also says which of O(packages) are not installed yet (RV(packages_missing)), so that the role runs apt only then.
   - The content of C(opensm.conf) is never shown, in the diff or elsewhere.
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes

@@ -5,6 +5,7 @@
 
 DOCUMENTATION = r"""
 module: preflight
+version_added: 0.2.0
 short_description: Check a host for the collection's roles in one task and report every problem at once
 description:
   - The check of C(gpucluster.fabric.preflight), which site.yml runs before any host changes, and the first task of

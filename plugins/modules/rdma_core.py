@@ -16,7 +16,7 @@ description:
   - Also says whether apt has package indexes yet (RV(apt_indexes)) and which of O(packages) are not installed
     (RV(packages_missing)), so the role refreshes the indexes and runs apt only when there is something to install.
   - Only what differs from the live state is changed, each change returned with its reason (RV(changes)).
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes

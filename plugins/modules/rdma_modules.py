@@ -16,7 +16,7 @@ description:
     it writes C(/etc/modules-load.d/gpucluster-nvidia-peermem.conf), which it removes otherwise (an entry that
     cannot load fails systemd-modules-load on every boot).
   - Only what differs from the live state is changed, each change returned with its reason (RV(changes)).
-version_added: 0.1.0
+version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
   - gpucluster.fabric.attributes
