@@ -497,8 +497,8 @@ def _mirror_endpoint():
 
 
 def _mirror_cut_rule():
-    """An `ip rule` selector and action that drop the node's TCP traffic to the mirror and nothing else: the mirror
-    listens on the address the controller's SSH sessions come from, so a route to it would cut Ansible off too."""
+    """An `ip rule` selector and action that drop the node's TCP traffic to the mirror's address and port, and
+    nothing else: the node's SSH sessions with the controller pass the same gateway."""
     address, port = _mirror_endpoint()
     return ["to", f"{address}/32", "ipproto", "6", "dport", str(port), "blackhole"]
 
@@ -507,7 +507,7 @@ def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
     victim, other = GPUS
     before = _podman("exec", victim, "dpkg-query", "-W", "-f=${Version}", "libnccl2").stdout
     assert before == "2.21.5-1+cuda12.4"
-    gateway, _ = _mirror_endpoint()
+    mirror_address, _ = _mirror_endpoint()
     proc = subprocess.Popen(
         [
             ANSIBLE_PLAYBOOK,
@@ -540,7 +540,7 @@ def test_mirror_gone_mid_run_fails_clearly_and_leaves_host_consistent(lab):
         assert recap[victim]["failed"] >= 1 and recap[victim]["unreachable"] == 0, output[-4000:]
         assert recap[other]["failed"] == 0 and recap[other]["unreachable"] == 0, output[-4000:]
         failure = output[output.index(f"fatal: [{victim}]") :][:3000]
-        assert "2.23.4" in failure or gateway in failure or "mirror" in failure.lower(), failure
+        assert "2.23.4" in failure or mirror_address in failure or "mirror" in failure.lower(), failure
         # Consistent: dpkg has nothing half-installed, the old pair is in place and still held.
         assert _podman("exec", victim, "dpkg", "--audit").stdout.strip() == ""
         versions = _podman(
