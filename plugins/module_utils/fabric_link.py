@@ -23,7 +23,7 @@ ENHANCED_IPOIB_PARAMS = ("module/ib_ipoib/parameters/ipoib_enhanced", "module/ml
 
 def _read(path):
     try:
-        with open(path) as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:  # any byte: never a crash
             return handle.read().strip()
     except OSError:
         return None

@@ -16,6 +16,7 @@ intent, or an unusable configuration). Module node_check installs this module an
 imports only: standard library, Python 3.8 and later) on the node; the systemd timer and Slurm run it there.
 """
 
+import contextlib
 import fnmatch
 import ipaddress
 import json
@@ -23,6 +24,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,7 +54,8 @@ TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 METRICS_FILE = "gpucluster_fabric.prom"
 TIER = "health"
 SCHEMA = 1
-STATES = ("passed", "failed", "skipped")
+# "error": the check itself broke (a bug or an input it could not read), never a node fault and never a pass.
+STATES = ("passed", "failed", "skipped", "error")
 # The families of check names, for the allow and deny lists (node_check_only, node_check_skip): a name is its family,
 # or its family and a subject in brackets (port.state[mlx5_0/1]).
 DRIFT_ROLES = tuple(sorted(name.rsplit(".", 1)[-1] for name in APPLIERS))
@@ -83,6 +86,8 @@ FAMILIES = (
     "roce.gid",
     "hca.firmware",
     "intent",
+    "tool.timeout",
+    "deadline",
 )
 # What the node check reads with: ``sminfo`` under this timeout (seconds), never a wait for ports to settle.
 SM_QUERY_TIMEOUT = 5
@@ -97,6 +102,19 @@ CONFIG_DEFAULTS = {
     "slurm_node": "",  # the node's name in Slurm: the short host name unless set
 }
 LOCK_PATH = "/run/gpucluster-fabric-check.lock"
+# Bounds (seconds). Slurm kills a HealthCheckProgram that runs past 60 s (slurm.conf(5), HealthCheckProgram), and LBNL
+# NHC bounds itself at 30 s: a run waits at most LOCK_WAIT for another run's lock, then stops starting work at
+# RUN_DEADLINE (what is left is skipped, saying so), each command at most COMMAND_TIMEOUT (scontrol SLURM_TIMEOUT),
+# so that the whole run, writes included, ends well inside Slurm's 60 s. The unit's TimeoutStartSec is the backstop.
+COMMAND_TIMEOUT = 10
+SLURM_TIMEOUT = 5
+RUN_DEADLINE = 40
+LOCK_WAIT = 10
+UNIT_TIMEOUT = 60  # the oneshot unit's TimeoutStartSec: Slurm's bound too
+# Exit statuses (also in --help): 0 every check passed or was skipped, 1 a check failed, 2 the node could not be
+# checked (no usable intent or configuration, another run held the lock), 3 the check broke (a bug): 2 and 3 fail the
+# systemd unit, which counts 1 as success.
+EXIT_PASSED, EXIT_FAILED, EXIT_NOT_CHECKED, EXIT_BROKEN = 0, 1, 2, 3
 # Where commands are found whatever PATH the caller gave: slurmd runs HealthCheckProgram with an environment of its
 # own, and systemd with its default one.
 SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -148,23 +166,63 @@ class NodeModule:
             raise Exit({"failed": True, "msg": f"{arg} not found on the node"})
         return found
 
-    def run_command(self, args, check_rc=False, environ_update=None, data=None, binary_data=False, cwd=None, **_):
+    # The run's deadline (time.monotonic()), which bounds every command; None: no deadline (a test, a module).
+    deadline = None
+    # Each command that ran out of time in this process: (tool, seconds), for the ``tool.timeout`` checks.
+    timed_out = []
+
+    def run_command(self, args, check_rc=False, environ_update=None, data=None, binary_data=False, cwd=None, **kwargs):
+        """AnsibleModule.run_command's contract, bounded: at most ``timeout`` seconds (default COMMAND_TIMEOUT, and
+        never past the run's deadline); a command that runs out of time is killed with its process group and
+        returns 124, with a message naming it, and is recorded for the ``tool.timeout`` checks."""
         argv = shlex.split(args) if isinstance(args, str) else [str(arg) for arg in args]
+        tool = os.path.basename(argv[0]) if argv else "?"
         env = dict(os.environ, LANG="C", LC_ALL="C", LC_MESSAGES="C")
         env.update(self.run_command_environ_update)
         env.update(environ_update or {})
         if data is not None and not binary_data:
             data += "\n"
+        limit = float(kwargs.get("timeout") or COMMAND_TIMEOUT)
+        if NodeModule.deadline is not None:
+            left = NodeModule.deadline - time.monotonic()
+            if left <= 0:
+                return 124, "", f"{tool}: not run: the node check's deadline ({RUN_DEADLINE} s) has passed"
+            limit = min(limit, left)
         try:
             # The node check runs on the node without Ansible (systemd's timer, Slurm): no AnsibleModule.run_command.
-            done = subprocess.run(  # pylint: disable=ansible-bad-function
-                argv, input=data, capture_output=True, text=True, errors="replace", env=env, cwd=cwd, check=False
+            process = subprocess.Popen(  # pylint: disable=ansible-bad-function
+                argv,
+                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
             )
         except OSError as exc:
             self.fail_json(msg=f"{argv[0]}: {exc.strerror}", rc=exc.errno or 2, cmd=argv)
-        if check_rc and done.returncode != 0:
-            self.fail_json(msg=done.stderr.strip() or f"{argv[0]} exited {done.returncode}", rc=done.returncode)
-        return done.returncode, done.stdout, done.stderr
+        try:
+            stdin = data.encode() if isinstance(data, str) else data
+            out, err = process.communicate(stdin, timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            NodeModule.timed_out.append((tool, round(limit, 1)))
+            return 124, "", f"{tool}: timed out after {limit:.0f} s (the node check's limit for one command)"
+        out, err = (text.decode("utf-8", "replace") for text in (out, err))
+        if check_rc and process.returncode != 0:
+            self.fail_json(msg=err.strip() or f"{argv[0]} exited {process.returncode}", rc=process.returncode)
+        return process.returncode, out, err
+
+
+def _kill_group(process):
+    """Kill a command that ran out of time and whatever it started (its own session), and reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        process.kill()
+    # A grandchild that left the session may still hold a pipe: the run goes on without its output.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.communicate(timeout=5)
 
 
 # --- arguments: the intent's, with the spec's defaults and types (what ArgumentSpecValidator gives the module) ----
@@ -260,9 +318,12 @@ def drift_check(host, role, args, module_class=NodeModule):
     except Exit as done:
         result = done.result
     except ValueError as exc:
-        result = {"failed": True, "msg": f"the intent's {role} arguments: {exc}"}
+        message = f"{role}: the intent's arguments cannot be checked: {exc}; run site.yml again to rewrite the intent"
+        return _check(host, TIER, name, "error", message), {"failed": True, "msg": str(exc)}
     except Exception:  # noqa: BLE001 - one role's bug must not hide the others' checks
-        result = {"failed": True, "msg": f"raised {traceback.format_exc().strip().splitlines()[-1]}"}
+        said = traceback.format_exc().strip().splitlines()[-1]
+        message = f"{role}: the check of its settings broke ({said}): not a verdict on the node; report it"
+        return _check(host, TIER, name, "error", message), {"failed": True, "msg": said}
     if result.get("failed"):
         message = f"{role}: the check of its settings failed: {' '.join(str(result.get('msg')).split())}"
         return _check(host, TIER, name, "failed", message, "error", "no change"), result
@@ -460,12 +521,36 @@ def pattern_errors(patterns, variable):
     return errors
 
 
+def _past_deadline():
+    return NodeModule.deadline is not None and time.monotonic() >= NodeModule.deadline
+
+
+def _guarded(host, family, work):
+    """``work()``'s checks, or one ``error`` check naming ``family`` and the exception: one family's bug (or an input
+    it cannot read) never hides the other families' checks, and is never a pass or a node fault."""
+    try:
+        return list(work())
+    except Exception as exc:  # noqa: BLE001 - the point: any exception becomes a verdict
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        message = (
+            f"the node check's {family} checks broke ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}, at "
+            f"{os.path.basename(where.filename)}:{where.lineno}): not a verdict on the node; report it with this line"
+        )
+        return [_check(host, TIER, family, "error", message)]
+
+
 def run_checks(document, only=(), skip=(), module_class=NodeModule, **given):
     """(checks, versions): every check of the host whose intent is ``document``, in order (drift per role, then
-    health), and the software versions read. ``given``: health's ``collected``, ``inputs`` and ``expected``."""
+    health), and the software versions read. ``given``: health's ``collected``, ``inputs`` and ``expected``.
+
+    Each family runs guarded (_guarded); past the run's deadline (NodeModule.deadline) no family starts, and one
+    ``deadline`` check names what was not checked; each command that ran out of time is a failed ``tool.timeout``."""
     host = document.get("host") or os.uname().nodename
     roles = document.get("roles") or {}
-    checks, applied = [], {}
+    if not isinstance(roles, dict):
+        return [_check(host, TIER, "intent", "error", "the intent's roles are not a mapping")], None
+    checks, applied, versions, left_out = [], {}, None, []
+    NodeModule.timed_out = []
     for role in DRIFT_ROLES:
         if role not in roles:
             continue
@@ -473,13 +558,42 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule, **given):
         if not selected(name, only, skip):
             checks.append(_check(host, TIER, name, "skipped", f"skipped: {name} is not selected (node_check_skip)"))
             continue
+        if _past_deadline():
+            left_out.append(name)
+            continue
         check, result = drift_check(host, role, roles[role], module_class)
         checks.append(check)
         applied[role] = result
-    judged, versions = health(host, roles, applied, module_class, **given)
-    judged = judged + firmware_checks(host, applied.get("hca_firmware"))
+
+    def health_family():
+        nonlocal versions
+        found, versions = health(host, roles, applied, module_class, **given)
+        return found
+
+    families = [
+        ("health", health_family),
+        ("hca.firmware", lambda: firmware_checks(host, applied.get("hca_firmware"))),
+    ]
     if "opensm" in roles:
-        judged = judged + subnet_manager_checks(host, roles["opensm"], module_class({}))
+        families.append(("opensm", lambda: subnet_manager_checks(host, roles["opensm"], module_class({}))))
+    judged = []
+    for family, work in families:
+        if _past_deadline():
+            left_out.append(family)
+            continue
+        judged += _guarded(host, family, work)
+    for tool, seconds in NodeModule.timed_out:
+        message = (
+            f"{tool} did not answer within {seconds:g} s and was stopped: the checks that read it could not judge "
+            f"the node; find out why {tool} hangs (a device off the bus, a stuck driver)"
+        )
+        judged.append(_check(host, TIER, f"tool.timeout[{tool}]", "failed", message, seconds, None, "s"))
+    if left_out:
+        message = (
+            f"skipped: the run reached its deadline ({RUN_DEADLINE} s) before these were checked: "
+            f"{', '.join(left_out)}; the tool.timeout checks say what took the time"
+        )
+        judged.append(_check(host, TIER, "deadline", "skipped", message))
     for check in judged:
         if not selected(check["check"], only, skip):
             check = dict(
@@ -574,9 +688,11 @@ def slurm_act(module, node_name, report):
     scontrol = module.get_bin_path("scontrol")
     if not scontrol:
         return {"node": node_name, "action": None, "why": "scontrol not found: Slurm is not installed here"}
-    rc, out, err = module.run_command([scontrol, "-o", "show", "node", node_name])
+    rc, out, err = module.run_command([scontrol, "-o", "show", "node", node_name], timeout=SLURM_TIMEOUT)
     if rc != 0 or "NodeName=" not in out:
         detail = " ".join((err or out).split()) or f"rc {rc}"
+        if rc == 124 or "Unable to contact slurm controller" in detail:
+            return {"node": node_name, "action": None, "why": f"the Slurm controller did not answer ({detail})"}
         return {"node": node_name, "action": None, "why": f"Slurm does not know the node yet ({detail}): left alone"}
     node = parse_scontrol_node(out)
     action, reason, why = slurm_decision(node, report)
@@ -587,7 +703,7 @@ def slurm_act(module, node_name, report):
         argv = [scontrol, "update", f"nodename={node_name}", "state=resume"]
     else:
         return outcome
-    rc, out, err = module.run_command(argv)
+    rc, out, err = module.run_command(argv, timeout=SLURM_TIMEOUT)
     if rc != 0:
         outcome["error"] = " ".join((err or out).split()) or f"scontrol exited {rc}"
     return outcome
@@ -602,9 +718,9 @@ def summary(checks):
     return counts
 
 
-def reason(checks):
+def reason(checks, status="failed"):
     """One line for a scheduler: ``<check>: <message>`` of the first failed check (and how many more), or ''."""
-    failed = [c for c in checks if c["status"] == "failed"]
+    failed = [c for c in checks if c["status"] == status]
     if not failed:
         return ""
     first = " ".join(str(failed[0]["message"]).split())
@@ -613,15 +729,17 @@ def reason(checks):
 
 
 def _label(value):
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    # A name read from the node may hold any byte (a netdev name planted by a tenant): escaped, never a crash.
+    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def metrics(report):
     """The report as Prometheus text exposition (node_exporter's textfile collector reads it)."""
     up = 1 if report.get("checks") is not None else 0
     lines = [
-        "# HELP gpucluster_fabric_check_up Whether the node check could check the node (0: no intent, or its "
-        "configuration is unusable).",
+        "# HELP gpucluster_fabric_check_up Whether the node check could check the node (0: no usable intent or "
+        "configuration, or the check broke).",
         "# TYPE gpucluster_fabric_check_up gauge",
         f"gpucluster_fabric_check_up {up}",
         "# HELP gpucluster_fabric_check_last_run_timestamp_seconds When the node check last ran (Unix time).",
@@ -674,8 +792,9 @@ def load_config(path):
     return config
 
 
-def check_node(intent_path=intent_file.PATH, config=None, module_class=NodeModule, clock=time.time):
-    """The report of one run: {schema, host, started, duration_seconds, status, reason, summary, checks}."""
+def check_node(intent_path=intent_file.PATH, config=None, module_class=NodeModule, clock=time.time, deadline=None):
+    """The report of one run: {schema, host, started, duration_seconds, status, reason, summary, checks}.
+    ``deadline``: seconds after which no family starts and no command runs (run_checks)."""
     config = dict(CONFIG_DEFAULTS, **(config or {}))
     started = clock()
     report = {"schema": SCHEMA, "host": os.uname().nodename, "started": started}
@@ -685,19 +804,30 @@ def check_node(intent_path=intent_file.PATH, config=None, module_class=NodeModul
         report.update(status="error", reason="intent: " + "; ".join(problems), checks=None, summary=None)
     else:
         report["host"] = document.get("host") or report["host"]
-        checks, versions = run_checks(document, config["only"], config["skip"], module_class)
+        NodeModule.deadline = None if deadline is None else time.monotonic() + deadline
+        try:
+            checks, versions = run_checks(document, config["only"], config["skip"], module_class)
+        finally:
+            NodeModule.deadline = None
         report["versions"] = versions
         report.update(checks=checks, summary=summary(checks), reason=reason(checks))
-        report["status"] = "failed" if report["summary"]["failed"] else "passed"
+        report["status"] = (
+            "failed" if report["summary"]["failed"] else "error" if report["summary"]["error"] else "passed"
+        )
+        if report["status"] == "error":
+            report["reason"] = reason(checks, "error")
     report["duration_seconds"] = clock() - started
     return report
 
 
 def exit_status(report):
-    return {"passed": 0, "failed": 1}.get(report["status"], 2)
+    """EXIT_*: what the run found (0, 1), that it could not check the node (2), or that it broke (3)."""
+    if report.get("broken") or (report.get("summary") and report["summary"].get("error")):
+        return EXIT_BROKEN
+    return {"passed": EXIT_PASSED, "failed": EXIT_FAILED}.get(report["status"], EXIT_NOT_CHECKED)
 
 
-def _locked(path, seconds=60):
+def _locked(path, seconds=LOCK_WAIT):
     """An open file holding an exclusive lock on ``path`` (the timer and Slurm may start a run at once: one waits for
     the other), or None when the lock cannot be had within ``seconds``."""
     import fcntl
@@ -715,43 +845,97 @@ def _locked(path, seconds=60):
             time.sleep(0.2)
 
 
+EXIT_HELP = """exit status:
+  0  every check passed or was skipped
+  1  a check failed: the node has a fault (the report and the metrics say which)
+  2  the node could not be checked: no usable intent or configuration, or another run held the lock
+  3  the check itself broke (a bug, or an input it could not read): never a verdict on the node
+The systemd unit counts 0 and 1 as success, 2 and 3 as failure."""
+
+
+def _say(line, error):
+    """One line for a person, the journal or slurmd: at error priority in the journal (sd-daemon's <3> prefix,
+    which journald reads on a service's output) when ``error``."""
+    stream = sys.stderr if error else sys.stdout
+    prefix = "<3>" if error and os.environ.get("JOURNAL_STREAM") else ""
+    stream.write(prefix + line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+
+
+def _broken_report(exc, started):
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
+    detail = " ".join(str(exc).split())[:300]
+    return {
+        "schema": SCHEMA,
+        "host": os.uname().nodename,
+        "started": started,
+        "duration_seconds": time.time() - started,
+        "status": "error",
+        "broken": True,
+        "reason": f"the node check broke ({type(exc).__name__}: {detail}{at}): not a verdict on the node",
+        "checks": None,
+        "summary": None,
+    }
+
+
 def main(argv=None):
     """Command line: gpucluster-fabric-check [--intent PATH] [--config PATH] [--json PATH|-] [--no-metrics]
-    [--no-slurm]. Slurm runs it as HealthCheckProgram (no arguments), and so does the timer."""
+    [--no-slurm] [--only PATTERN ...] [--skip PATTERN ...]. Slurm runs it as HealthCheckProgram (no arguments), and
+    so does the timer. Whatever happens, it ends with a report and metrics that say so, and an exit status (EXIT_*)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="gpucluster-fabric-check", description=__doc__.split("\n\n", 1)[0])
+    parser = argparse.ArgumentParser(
+        prog="gpucluster-fabric-check",
+        description=__doc__.split("\n\n", 1)[0],
+        epilog=EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--intent", default=intent_file.PATH)
     parser.add_argument("--config", default=CONFIG_PATH)
     parser.add_argument("--json", help="write the report here as well ('-': standard output)")
     parser.add_argument("--no-metrics", action="store_true", help="do not write the textfile metrics or the report")
     parser.add_argument("--no-slurm", action="store_true", help="do not drain or resume the node in Slurm")
+    parser.add_argument("--only", nargs="+", metavar="PATTERN", help="judge only these checks (as node_check_only)")
+    parser.add_argument("--skip", nargs="+", metavar="PATTERN", help="leave these checks out (as node_check_skip)")
     parser.add_argument("--lock", default=LOCK_PATH, help=argparse.SUPPRESS)
+    parser.add_argument("--deadline", type=float, default=RUN_DEADLINE, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
     os.environ["PATH"] = os.pathsep.join([*path, *(d for d in SYSTEM_PATH if d not in path)])
+    started = time.time()
+    config, report, text = dict(CONFIG_DEFAULTS), None, None
     try:
-        config = load_config(options.config)
-    except (OSError, ValueError) as exc:
-        config, problem = dict(CONFIG_DEFAULTS), f"cannot read {options.config}: {exc}"
-    else:
-        problem = None
-    lock = _locked(options.lock)
-    if lock is None:
-        sys.stderr.write(f"fabric: error: another run holds {options.lock}\n")
-        return 2
-    with lock:
-        report = check_node(options.intent, config)
-        if problem:
-            report.update(status="error", reason=f"config: {problem}", checks=None, summary=None)
-        if config["slurm"] and not options.no_slurm:
-            node = config["slurm_node"] or os.uname().nodename.split(".", 1)[0]
-            report["slurm"] = slurm_act(NodeModule({}), node, report)
+        try:
+            config = load_config(options.config)
+        except (OSError, ValueError) as exc:
+            problem = f"cannot read {options.config}: {exc}"
+        else:
+            problem = config_errors(config)
+        for key in ("only", "skip"):
+            if getattr(options, key) is not None:
+                config[key] = getattr(options, key)
+        lock = _locked(options.lock)
+        if lock is None:
+            _say(f"fabric: error: another run held {options.lock} for {LOCK_WAIT} s: this run checked nothing", True)
+            return EXIT_NOT_CHECKED
+        with lock:
+            report = check_node(options.intent, config, deadline=options.deadline)
+            if problem:
+                report.update(status="error", reason=f"config: {problem}", checks=None, summary=None)
+            if config["slurm"] and not options.no_slurm:
+                node = config["slurm_node"] or os.uname().nodename.split(".", 1)[0]
+                report["slurm"] = slurm_act(NodeModule({}), node, report)
+            text = json.dumps(report, indent=2, sort_keys=True) + "\n"
+            if not options.no_metrics:
+                _write_outputs(config, report, text)
+    except Exception as exc:  # noqa: BLE001 - whatever breaks, the report and the metrics say the check could not run
+        report = _broken_report(exc, started)
         text = json.dumps(report, indent=2, sort_keys=True) + "\n"
         if not options.no_metrics:
-            write_atomic(config["report"], text, 0o600)
-            if config["textfile_dir"]:
-                write_atomic(os.path.join(config["textfile_dir"], METRICS_FILE), metrics(report), 0o644)
+            try:
+                _write_outputs(config, report, text)
+            except Exception as again:  # noqa: BLE001 - nothing more can be said than the line below
+                _say(f"fabric: error: cannot write the report or metrics: {again}", True)
     if options.json == "-":
         sys.stdout.write(text)
     elif options.json:
@@ -762,5 +946,24 @@ def main(argv=None):
         line += f"; Slurm: {slurm['action']} {slurm['node']}" + (
             f" failed: {slurm['error']}" if "error" in slurm else ""
         )
-    (sys.stderr if options.json == "-" else sys.stdout).write(f"fabric: {report['status']}: {line}\n")
-    return exit_status(report)
+    status = exit_status(report)
+    _say(f"fabric: {report['status']}: {line}", status != EXIT_PASSED or options.json == "-")
+    return status
+
+
+def _write_outputs(config, report, text):
+    write_atomic(config["report"], text, 0o600)
+    if config["textfile_dir"]:
+        write_atomic(os.path.join(config["textfile_dir"], METRICS_FILE), metrics(report), 0o644)
+
+
+def config_errors(config):
+    """What makes the node check's configuration unusable (a value of the wrong type), or None."""
+    wrong = [
+        f"{key} should be {kind.__name__}, not {type(config.get(key)).__name__}"
+        for key, kind in (("textfile_dir", str), ("report", str), ("only", list), ("skip", list), ("slurm", bool))
+        if not isinstance(config.get(key), kind)
+    ]
+    if not isinstance(config.get("slurm_node"), str):
+        wrong.append(f"slurm_node should be str, not {type(config.get('slurm_node')).__name__}")
+    return "; ".join(wrong) or None

@@ -138,8 +138,11 @@ def service(header):
         "[Service]\n"
         "Type=oneshot\n"
         f"ExecStart={COMMAND}\n"
-        "# 1: a check failed (the metrics and the report say which); the unit fails only when it could not check.\n"
+        "# 1: a check failed (the metrics and the report say which); the unit fails when it could not check (2) or\n"
+        "# broke (3).\n"
         "SuccessExitStatus=1\n"
+        "# A backstop: the check bounds itself (its lock wait, its deadline, each command) well inside this.\n"
+        f"TimeoutStartSec={node_check.UNIT_TIMEOUT}\n"
         "Nice=10\n"
         "IOSchedulingClass=idle\n"
     )

@@ -21,7 +21,7 @@ def _read(path):
     """Content of a sysfs attribute, or None when it is absent or unreadable (sysfs returns EINVAL for the
     type of an unused GID entry)."""
     try:
-        with open(path) as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:  # any byte: never a crash
             return handle.read().strip()
     except OSError:
         return None

@@ -408,7 +408,13 @@ def node_check_records(host, data):
     (not installed, no intent) gets one failed ``node_check`` check saying why."""
     report = data.get("report")
     if isinstance(report, dict) and isinstance(report.get("checks"), list):
-        return [dict(check, host=host) for check in report["checks"]]
+        # A check the node's code could not judge (status error: it broke) fails the report, as what it is.
+        return [
+            dict(check, host=host, status="failed", message=f"the node check broke here: {check['message']}")
+            if check.get("status") == "error"
+            else dict(check, host=host)
+            for check in report["checks"]
+        ]
     why = (report or {}).get("reason") if isinstance(report, dict) else data.get("error")
     message = (
         f"the node check could not check {host}: {why or 'no report'}; run site.yml, which writes the host's intent "

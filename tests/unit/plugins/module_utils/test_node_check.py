@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,7 @@ def test_the_reason_is_the_first_failure_on_one_line():
     assert node_check.reason([_check("a", "passed"), _check("b", "skipped")]) == ""
     checks = [_check("a", "passed"), _check("interface.mtu[eth1]", "failed", "eth1 MTU\n1500"), _check("c", "failed")]
     assert node_check.reason(checks) == "interface.mtu[eth1]: eth1 MTU 1500 (+1 more)"
-    assert node_check.summary(checks) == {"passed": 1, "failed": 2, "skipped": 0, "total": 3}
+    assert node_check.summary(checks) == {"passed": 1, "failed": 2, "skipped": 0, "error": 0, "total": 3}
 
 
 def test_metrics_have_one_series_per_check_and_state_and_escape_labels():
@@ -111,7 +112,7 @@ def test_metrics_have_one_series_per_check_and_state_and_escape_labels():
     assert "gpucluster_fabric_check_up 1\n" in text
     assert "gpucluster_fabric_check_last_run_timestamp_seconds 1700000000.500\n" in text
     samples = [line for line in text.splitlines() if line.startswith("gpucluster_fabric_check_state")]
-    assert len(samples) == 6
+    assert len(samples) == 8  # two checks, four states
     down = node_check.metrics({"started": 1.0, "duration_seconds": 0.0, "checks": None})
     assert "gpucluster_fabric_check_up 0\n" in down and "gpucluster_fabric_check_state" not in down
 
@@ -156,10 +157,10 @@ def test_drift_is_judged_by_the_appliers_own_code(tmp_path):
     assert again["status"] == "passed", again
 
 
-def test_a_broken_intent_is_a_check_that_fails_not_a_crash(tmp_path):
+def test_a_broken_intent_is_an_error_not_a_crash_nor_a_node_fault(tmp_path):
     check, _result = node_check.drift_check("gpu1", "rdma_modules", {"core_modules": ["ib_core"], "no_such_option": 1})
-    assert check["status"] == "failed"
-    assert "the intent's rdma_modules arguments: arguments no_such_option are not options" in check["message"]
+    assert check["status"] == "error"
+    assert "rdma_modules: the intent's arguments cannot be checked: arguments no_such_option" in check["message"]
 
 
 def test_without_an_intent_the_check_says_so_and_exits_2(tmp_path):
@@ -508,3 +509,127 @@ def test_opensm_drift_is_the_role_applier_comparing_files_and_only_the_mode_of_t
     assert "/etc/opensm/partitions.conf: its content differs" in check["message"]
     assert "/etc/opensm/opensm.conf: mode 0644, not 0600 (it holds the keys)" in check["message"]
     assert "0b0b01" not in check["message"] and oct(conf.stat().st_mode & 0o777) == "0o644"  # check mode
+
+
+# --- bounded and visible when broken (what acts on a fleet) ------------------------------------------------------
+
+
+def _stand_in(path, body):
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def _firmware_run(tmp_path, mstconfig, config=None):
+    """main() on an intent whose only role is hca_firmware, read with ``mstconfig``; (status, report, metrics)."""
+    part = {"settings": {"ATS_ENABLED": True}, "devices": ["0000:17:00.0"], "apply": True, "mstconfig": str(mstconfig)}
+    intent = tmp_path / "fabric.json"
+    intent.write_text(json.dumps({"schema": 1, "host": "gpu1", "roles": {"hca_firmware": part}}))
+    settings = {"textfile_dir": str(tmp_path / "tf"), "report": str(tmp_path / "r.json"), **(config or {})}
+    (tmp_path / "check.json").write_text(json.dumps(settings))
+    arguments = ["--intent", str(intent), "--config", str(tmp_path / "check.json"), "--lock", str(tmp_path / "lock")]
+    status = node_check.main([*arguments, "--deadline", "3"])
+    report = json.loads((tmp_path / "r.json").read_text())
+    return status, report, (tmp_path / "tf" / "gpucluster_fabric.prom").read_text()
+
+
+def test_a_command_that_never_returns_is_stopped_with_what_it_started(tmp_path):
+    """A shell stand-in whose child sleeps: both are killed (the command's own session) at the limit."""
+    tool = _stand_in(tmp_path / "nvidia-smi", f"sleep 300 & echo $! > {tmp_path / 'child'}; wait")
+    module = node_check.NodeModule({})
+    node_check.NodeModule.timed_out = []
+    started = time.monotonic()
+    rc, _out, err = module.run_command([str(tool), "-q"], timeout=1)
+    assert time.monotonic() - started < 5
+    assert rc == 124 and err.startswith("nvidia-smi: timed out after 1 s")
+    assert node_check.NodeModule.timed_out == [("nvidia-smi", 1.0)]
+    child = int((tmp_path / "child").read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{child}").exists() or "zombie" in Path(f"/proc/{child}/status").read_text().lower()
+
+
+def test_a_hung_tool_ends_the_run_at_its_deadline_names_the_tool_and_blocks_no_later_run(tmp_path):
+    hung = _stand_in(tmp_path / "mstconfig", "exec sleep 300")
+    started = time.monotonic()
+    status, report, metrics = _firmware_run(tmp_path, hung)
+    assert time.monotonic() - started < 8  # deadline 3 s, then the writes
+    checks = {c["check"]: c for c in report["checks"]}
+    assert status == node_check.EXIT_FAILED and report["status"] == "failed"
+    assert checks["tool.timeout[mstconfig]"]["status"] == "failed"
+    assert "mstconfig did not answer within 3 s" in checks["tool.timeout[mstconfig]"]["message"]
+    assert checks["deadline"]["status"] == "skipped" and "health" in checks["deadline"]["message"]
+    assert 'check="tool.timeout[mstconfig]",state="failed"} 1' in metrics
+    # The next run takes the lock at once and checks again.
+    fixtures = Path(__file__).resolve().parents[3] / "fixtures" / "mstconfig"
+    answering = _stand_in(tmp_path / "mstconfig2", f'cat "{fixtures / "query-loaded.txt"}"')
+    status, report, _metrics = _firmware_run(tmp_path, answering)
+    assert "tool.timeout[mstconfig]" not in {c["check"] for c in report["checks"]}
+    assert "deadline" not in {c["check"] for c in report["checks"]}
+
+
+def test_a_family_that_breaks_is_an_error_the_others_still_run_and_slurm_is_left_alone(tmp_path, monkeypatch):
+    fixtures = Path(__file__).resolve().parents[3] / "fixtures" / "mstconfig"
+    answering = _stand_in(tmp_path / "mstconfig", f'cat "{fixtures / "query-loaded.txt"}"')
+
+    def broken(host, applied):
+        raise TypeError("'NoneType' object is not subscriptable")
+
+    monkeypatch.setattr(node_check, "firmware_checks", broken)
+    status, report, metrics = _firmware_run(tmp_path, answering)
+    checks = {c["check"]: c for c in report["checks"]}
+    assert checks["drift.hca_firmware"]["status"] == "passed"  # the other families ran
+    assert checks["hca.firmware"]["status"] == "error"
+    assert "TypeError: 'NoneType' object is not subscriptable" in checks["hca.firmware"]["message"]
+    assert report["status"] == "error" and status == node_check.EXIT_BROKEN
+    assert node_check.slurm_decision({"state": "IDLE", "reason": ""}, report)[0] is None
+    assert 'check="hca.firmware",state="error"} 1' in metrics and "gpucluster_fabric_check_up 1" in metrics
+
+
+def test_anything_that_escapes_ends_in_a_report_and_metrics_saying_the_check_could_not_run(tmp_path, monkeypatch):
+    def crash(*_args, **_kwargs):
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    monkeypatch.setattr(node_check, "check_node", crash)
+    status, report, metrics = _firmware_run(tmp_path, tmp_path / "none")
+    assert status == node_check.EXIT_BROKEN and status not in (0, 1)
+    assert report["status"] == "error" and report["checks"] is None
+    assert report["reason"].startswith("the node check broke (UnicodeDecodeError")
+    assert "gpucluster_fabric_check_up 0" in metrics
+
+
+def test_a_configuration_of_the_wrong_type_is_refused_not_a_crash(tmp_path):
+    status, report, _metrics = _firmware_run(tmp_path, tmp_path / "none", {"slurm": "yes", "only": "port.state"})
+    assert status == node_check.EXIT_NOT_CHECKED and report["status"] == "error"
+    assert "only should be list, not str" in report["reason"] and "slurm should be bool, not str" in report["reason"]
+
+
+def test_help_gives_the_exit_statuses(capsys):
+    with pytest.raises(SystemExit):
+        node_check.main(["--help"])
+    text = capsys.readouterr().out
+    assert "3  the check itself broke" in text and "--only" in text and "--skip" in text
+
+
+def test_sysfs_values_with_any_byte_are_read_not_a_crash(tmp_path):
+    rdma_sysfs = load("rdma_sysfs")
+    (tmp_path / "node_desc").write_bytes(b"gpu\xff\xfenode\n")
+    assert rdma_sysfs._read(str(tmp_path / "node_desc")) == "gpu\ufffd\ufffdnode"
+    assert node_check._label("eth\udcff") == "eth\\\\udcff"  # a netdev name's stray byte, escaped
+
+
+def test_every_command_the_node_side_code_runs_is_bounded():
+    """The node check's code, as installed (install.package_sources): commands run only through
+    NodeModule.run_command, whose one wait has a timeout; no other way to start a process."""
+    import ast
+
+    starters = {"run", "call", "check_call", "check_output", "Popen", "system", "popen", "spawnv", "execv"}
+    found = []
+    for path, source in install.package_sources().items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = node.func.value.id if isinstance(node.func.value, ast.Name) else None
+                if owner in ("subprocess", "os") and node.func.attr in starters:
+                    found.append((path, node.func.attr, node.lineno))
+                if node.func.attr == "communicate":
+                    assert any(k.arg == "timeout" for k in node.keywords), (path, node.lineno)
+    assert [(path, attr) for path, attr, _line in found] == [("node_check.py", "Popen")]
