@@ -68,7 +68,7 @@ images: host-deps  ## build (or reuse cached) lab images for LAB_SUITES
 	for suite in $(LAB_SUITES); do LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $$suite; done
 
 .PHONY: lint
-lint: venv  ## yamllint, ansible-lint (production profile), ruff, Jinja logic <= 200 characters, generated files, release notes
+lint: venv  ## yamllint, ansible-lint (production profile), ruff, Jinja logic <= 200 characters, generated files, release notes, alert rules
 	$(BIN)/yamllint --strict .
 	$(BIN)/ansible-lint
 	$(BIN)/ruff check .
@@ -79,6 +79,8 @@ lint: venv  ## yamllint, ansible-lint (production profile), ruff, Jinja logic <=
 	$(BIN)/python tools/jinja_logic.py
 	$(BIN)/antsibull-changelog lint
 	$(BIN)/python tools/release_notes.py --check
+	tests/lab/promtool.sh check rules roles/node_check/files/gpucluster-fabric.rules.yml
+	tests/lab/promtool.sh test rules tests/prometheus/gpucluster-fabric.test.yml
 
 .PHONY: docs
 docs: venv  ## regenerate the variable tables in roles/*/README.md from meta/argument_specs.yml

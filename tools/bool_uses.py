@@ -163,7 +163,8 @@ def source_files(root):
     files = set()
     for pattern in ("roles/**/*.yml", "roles/**/*.yaml", "playbooks/**/*.yml", "roles/**/*.j2", "templates/**/*.j2"):
         files |= set(root.glob(pattern))
-    return sorted(files)
+    # A role's files/ are copied as they are, never templated (Prometheus rules hold {{ $labels }} of their own).
+    return sorted(path for path in files if path.relative_to(root).parts[2:3] != ("files",))
 
 
 def expressions(root):

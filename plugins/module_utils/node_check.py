@@ -100,6 +100,12 @@ CONFIG_DEFAULTS = {
     # Drain the node in Slurm when a check fails, resume it when its checks pass again (slurm_decision).
     "slurm": False,
     "slurm_node": "",  # the node's name in Slurm: the short host name unless set
+    "interval": 300,  # the timer's (node_check_interval): the hysteresis's span
+    # Hysteresis and breaker (docs/health.md): drain after 2 failing runs that outlast an interval, resume after 2
+    # clean runs, and no new drain while a tenth of the partition (at least one node) is drained by the check.
+    "slurm_drain_after": 2,
+    "slurm_resume_after": 2,
+    "slurm_max_drained": 0.1,
 }
 LOCK_PATH = "/run/gpucluster-fabric-check.lock"
 # Bounds (seconds). Slurm kills a HealthCheckProgram that runs past 60 s (slurm.conf(5), HealthCheckProgram), and LBNL
@@ -641,64 +647,250 @@ def validate_checks(host, collected, inputs, expected, intent_path=intent_file.P
 
 SLURM_REASON_PREFIX = "fabric: "
 SLURM_REASON_LENGTH = 200
+# What the check remembers between runs for Slurm (root only): its streaks and the drain it set.
+STATE_PATH = "/var/lib/gpucluster/fabric-check-state.json"
+# A node in any of these states is someone else's (an operator, Slurm, a reboot, power saving): never drained or
+# resumed, whatever the checks say (LBNL NHC leaves DOWN, reboot and boot states alone the same way).
+SLURM_HANDS_OFF = frozenset(
+    {
+        "DOWN",
+        "FAIL",
+        "FAILING",
+        "MAINT",
+        "REBOOT",
+        "REBOOT_REQUESTED",
+        "REBOOT_ISSUED",
+        "POWER_DOWN",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "POWERING_UP",
+        "NOT_RESPONDING",
+        "FUTURE",
+        "UNKNOWN",
+        "INVALID_REG",
+    }
+)
+SLURM_DRAINED = frozenset({"DRAIN", "DRAINED", "DRAINING"})
+# Failed checks of the fabric as a whole, which no node can fix by itself (the master subnet manager, OpenSM, the
+# partitions the SM holds): they show in the report and the metrics, and never drain a node.
+FABRIC_WIDE = ("sm.master", "sm.state", "opensm.running", "partition", "partition.port")
+
+
+def _family(check):
+    return check["check"].split("[", 1)[0]
+
+
+def node_faults(report):
+    """The failed checks of ``report`` that are this node's own (not FABRIC_WIDE), or None when the run judged nothing
+    (it could not check, or it broke)."""
+    if report.get("status") not in ("passed", "failed") or report.get("checks") is None:
+        return None
+    return [c for c in report["checks"] if c["status"] == "failed" and _family(c) not in FABRIC_WIDE]
 
 
 def parse_scontrol_node(text):
-    """{state, reason} of ``scontrol -o show node <name>`` (one line); reason without its ``[user@time]`` stamp."""
+    """{flags, reason, partitions} of ``scontrol -o show node <name>`` (one line): the state's words (IDLE+DRAIN ->
+    {IDLE, DRAIN}; a trailing ``*`` is NOT_RESPONDING), the reason without its ``[user@time]`` stamp and without the
+    fields later Slurm versions print after it (Comment=, Extra=, ...)."""
     state = re.search(r"(?:^|\s)State=(\S+)", text)
-    reason = re.search(r"(?:^|\s)Reason=(.*?)(?:\s\[[^\]]*@[^\]]*\])?\s*$", text.strip())
-    return {"state": state.group(1) if state else "", "reason": reason.group(1).strip() if reason else ""}
+    words = state.group(1) if state else ""
+    flags = {word.rstrip("*$@^-~#!%") for word in words.upper().split("+") if word}
+    if "*" in words:
+        flags.add("NOT_RESPONDING")
+    reason = re.search(r"(?:^|\s)Reason=(.*?)(?:\s\[[^\]]*@[^\]]*\])?(?=\s[A-Z][A-Za-z]*=|\s*$)", text.strip())
+    partitions = re.search(r"(?:^|\s)Partitions=(\S+)", text)
+    return {
+        "flags": flags,
+        "reason": reason.group(1).strip() if reason else "",
+        "partitions": partitions.group(1).split(",") if partitions else [],
+    }
 
 
-def slurm_reason(report):
-    """``fabric: <check>: <detail>``, cut to SLURM_REASON_LENGTH characters."""
-    text = SLURM_REASON_PREFIX + " ".join(str(report["reason"]).split())
+def parse_scontrol_json(text):
+    """The same from ``scontrol show node <name> --json`` (Slurm 21.08 and later: ``state`` a word and
+    ``state_flags`` a list before 23.02, one list of words from 23.02 on), or None when it is not that."""
+    try:
+        nodes = json.loads(text).get("nodes") or []
+    except (ValueError, AttributeError):
+        return None
+    if len(nodes) != 1 or not isinstance(nodes[0], dict):
+        return None
+    node = nodes[0]
+    state = node.get("state") or []
+    words = [state] if isinstance(state, str) else list(state)
+    words += list(node.get("state_flags") or [])
+    partitions = node.get("partitions") or []
+    return {
+        "flags": {str(word).upper() for word in words},
+        "reason": str(node.get("reason") or "").strip(),
+        "partitions": partitions.split(",") if isinstance(partitions, str) else [str(p) for p in partitions],
+    }
+
+
+def slurm_reason(faults):
+    """``fabric: <check>: <detail>`` of the first of ``faults`` (and how many more), cut to SLURM_REASON_LENGTH."""
+    text = SLURM_REASON_PREFIX + " ".join(reason(faults).split())
     return text if len(text) <= SLURM_REASON_LENGTH else text[: SLURM_REASON_LENGTH - 3] + "..."
 
 
-def slurm_decision(node, report):
-    """(action, reason, why): what the node check does to Slurm's node ``node`` ({state, reason}) after ``report``.
+def drain_limit(max_drained, nodes):
+    """How many of ``nodes`` the check may hold drained at once: ``max_drained`` below 1 is a share of the partition
+    (at least one node), from 1 on a count."""
+    if max_drained >= 1:
+        return int(max_drained)
+    return max(1, int(max_drained * nodes))
 
-    action is ``drain`` (with the reason), ``resume`` or None. A failed check drains the node, or updates the reason
-    of a drain of its own; a passing node is resumed only from a drain of its own (its reason starts with
-    ``fabric: ``). A node drained for any other reason (an operator, another health check) is never touched, and
-    neither is a node when the check could not run."""
-    flags = set(node["state"].upper().split("+"))
-    drained = bool(flags & {"DRAIN", "DRAINED", "DRAINING"})
-    ours = node["reason"].startswith(SLURM_REASON_PREFIX)
-    if report["status"] == "failed":
-        reason = slurm_reason(report)
-        if not drained:
-            return "drain", reason, "a check failed"
-        if ours and node["reason"] != reason:
-            return "drain", reason, "a check failed, for another reason than the drain says"
-        if ours:
-            return None, None, "drained already, for this reason"
+
+def slurm_decision(node, report, memory, settings, now, census=None):
+    """(action, reason, why): what the node check does to the Slurm node ``node`` ({flags, reason}) after
+    ``report``; ``memory`` (what it remembers between runs: its streaks and its own drain) is updated in place.
+
+    A node is drained only after ``drain_after`` failing runs in a row that outlast one ``interval``, and only for its
+    own faults (not FABRIC_WIDE ones); it is resumed only after ``resume_after`` clean runs in a row, and only from
+    the drain the check set itself, while Slurm still holds that drain's reason. No new drain while ``census()``
+    ((drained by the check, nodes) of the node's partitions) is at drain_limit: the breaker. A node in a state of
+    SLURM_HANDS_OFF, drained by anyone else, or after a run that judged nothing, is left as it is."""
+    faults = node_faults(report)
+    if faults:
+        memory["failing_runs"] = memory.get("failing_runs", 0) + 1
+        if memory.get("failing_since") is None:
+            memory["failing_since"] = now
+        memory["passing_runs"] = 0
+    elif faults is not None:
+        memory.update(passing_runs=memory.get("passing_runs", 0) + 1, failing_runs=0, failing_since=None)
+    drained = bool(node["flags"] & SLURM_DRAINED)
+    ours = drained and bool(memory.get("drained_reason")) and node["reason"] == memory["drained_reason"]
+    if memory.get("drained_reason") and not ours:
+        memory["drained_reason"] = None  # resumed, or drained again, by someone else: no longer the check's
+    hands_off = sorted(node["flags"] & SLURM_HANDS_OFF)
+    if hands_off:
+        return None, None, f"left alone: Slurm has the node {'+'.join(hands_off)}"
+    if faults is None:
+        return None, None, "the check judged nothing (it could not check, or it broke): Slurm is left as it is"
+    if drained and not ours:
         return None, None, f"drained by someone else ({node['reason'] or 'no reason'}): left as it is"
-    if report["status"] == "passed" and drained and ours:
-        return "resume", None, "every check passes again"
-    if report["status"] not in ("passed", "failed"):
-        return None, None, "the check could not run: Slurm is left as it is"
+    if faults:
+        wanted = slurm_reason(faults)
+        if ours:
+            if node["reason"] == wanted:
+                return None, None, "drained already, for this reason"
+            memory["drained_reason"] = wanted
+            return "drain", wanted, "a check still fails, for another reason than the drain says"
+        runs, since = memory["failing_runs"], now - memory["failing_since"]
+        if runs < settings["drain_after"] or (settings["drain_after"] > 1 and since < settings["interval"]):
+            return (
+                None,
+                None,
+                (
+                    f"failing for {runs} run(s), {since:.0f} s: a drain waits for {settings['drain_after']} runs over "
+                    f"{settings['interval']} s (hysteresis)"
+                ),
+            )
+        try:
+            held, nodes = census() if census else (0, 1)
+        except RuntimeError as exc:
+            return None, None, f"breaker: the partition's drains cannot be counted ({exc}): no new drain"
+        limit = drain_limit(settings["max_drained"], nodes)
+        if held >= limit:
+            return (
+                None,
+                None,
+                (
+                    f"breaker: {held} of the partition's {nodes} node(s) are drained by the check already (at "
+                    f"most {limit}: node_check_slurm_max_drained): this node is not drained; a fault shared by many "
+                    "nodes is the fabric's, see the fleet report"
+                ),
+            )
+        memory["drained_reason"] = wanted
+        return "drain", wanted, "a check failed"
+    if ours and memory["passing_runs"] >= settings["resume_after"]:
+        memory["drained_reason"] = None
+        return "resume", None, f"every check of its own passes again ({memory['passing_runs']} runs)"
+    if ours:
+        return None, None, f"passing for {memory['passing_runs']} run(s): a resume waits for {settings['resume_after']}"
     return None, None, "nothing to do"
 
 
-def slurm_act(module, node_name, report):
-    """Read the node's state with scontrol, decide (slurm_decision) and act; {node, state, action, why}. Before
-    slurmd has registered the node (scontrol does not know it, or no controller answers) nothing is done."""
+def slurm_node_state(module, node_name):
+    """(node, problem): the node as Slurm has it (JSON where scontrol gives it, else its one-line form), or why not."""
     scontrol = module.get_bin_path("scontrol")
     if not scontrol:
-        return {"node": node_name, "action": None, "why": "scontrol not found: Slurm is not installed here"}
-    rc, out, err = module.run_command([scontrol, "-o", "show", "node", node_name], timeout=SLURM_TIMEOUT)
-    if rc != 0 or "NodeName=" not in out:
-        detail = " ".join((err or out).split()) or f"rc {rc}"
+        return None, "scontrol not found: Slurm is not installed here"
+    rc, out, err = module.run_command([scontrol, "show", "node", node_name, "--json"], timeout=SLURM_TIMEOUT)
+    node = parse_scontrol_json(out) if rc == 0 else None
+    if node is None and rc != 124:
+        rc, out, err = module.run_command([scontrol, "-o", "show", "node", node_name], timeout=SLURM_TIMEOUT)
+        node = parse_scontrol_node(out) if rc == 0 and "NodeName=" in out else None
+    if node is None:
+        detail = " ".join((err or out).split())[:200] or f"rc {rc}"
         if rc == 124 or "Unable to contact slurm controller" in detail:
-            return {"node": node_name, "action": None, "why": f"the Slurm controller did not answer ({detail})"}
-        return {"node": node_name, "action": None, "why": f"Slurm does not know the node yet ({detail}): left alone"}
-    node = parse_scontrol_node(out)
-    action, reason, why = slurm_decision(node, report)
-    outcome = {"node": node_name, "state": node["state"], "reason": node["reason"], "action": action, "why": why}
+            return None, f"the Slurm controller did not answer ({detail})"
+        return None, f"Slurm does not know the node yet ({detail}): left alone"
+    return node, None
+
+
+def slurm_census(module, partitions):
+    """(drained by the check, nodes) in ``partitions``, from ``sinfo`` (its format string, which Slurm keeps)."""
+    sinfo = module.get_bin_path("sinfo")
+    argv = [sinfo or "sinfo", "-h", "-N", "-o", "%N|%t|%E"] + (["-p", ",".join(partitions)] if partitions else [])
+    rc, out, err = module.run_command(argv, timeout=SLURM_TIMEOUT)
+    if rc != 0:
+        raise RuntimeError(f"sinfo: {' '.join((err or out).split())[:200] or rc}")
+    nodes, held = set(), set()
+    for line in out.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        nodes.add(name)
+        if state.rstrip("*$@^-~#!%") in ("drain", "drng", "drained", "draining") and reason.startswith(
+            SLURM_REASON_PREFIX
+        ):
+            held.add(name)
+    return len(held), max(len(nodes), 1)
+
+
+def slurm_settings(config):
+    """The hysteresis and breaker settings of the node check's configuration, as slurm_decision reads them."""
+    return {
+        "drain_after": config["slurm_drain_after"],
+        "resume_after": config["slurm_resume_after"],
+        "max_drained": config["slurm_max_drained"],
+        "interval": config["interval"],
+    }
+
+
+def read_memory(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            memory = json.load(handle)
+        return memory if isinstance(memory, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def slurm_act(module, node_name, report, memory=None, settings=None, now=None):
+    """Read the node's state, decide (slurm_decision) and act; {node, flags, reason, action, why[, error]}. Before
+    slurmd has registered the node, or while no controller answers, nothing is done."""
+    memory = {} if memory is None else memory
+    settings = dict(slurm_settings(CONFIG_DEFAULTS), **(settings or {}))
+    node, problem = slurm_node_state(module, node_name)
+    if node is None:
+        return {"node": node_name, "action": None, "why": problem}
+
+    def census():
+        return slurm_census(module, node["partitions"])
+
+    now = time.time() if now is None else now
+    action, reason_text, why = slurm_decision(node, report, memory, settings, now, census)
+    outcome = {
+        "node": node_name,
+        "state": "+".join(sorted(node["flags"])),
+        "reason": node["reason"],
+        "action": action,
+        "why": why,
+        "breaker": why.startswith("breaker:"),
+    }
+    scontrol = module.get_bin_path("scontrol")
     if action == "drain":
-        argv = [scontrol, "update", f"nodename={node_name}", "state=drain", f"reason={reason}"]
+        argv = [scontrol, "update", f"nodename={node_name}", "state=drain", f"reason={reason_text}"]
     elif action == "resume":
         argv = [scontrol, "update", f"nodename={node_name}", "state=resume"]
     else:
@@ -706,6 +898,8 @@ def slurm_act(module, node_name, report):
     rc, out, err = module.run_command(argv, timeout=SLURM_TIMEOUT)
     if rc != 0:
         outcome["error"] = " ".join((err or out).split()) or f"scontrol exited {rc}"
+        if action == "drain":
+            memory["drained_reason"] = None
     return outcome
 
 
@@ -764,6 +958,14 @@ def metrics(report):
                 lines.append(
                     f'gpucluster_fabric_check_state{{check="{_label(check["check"])}",state="{state}"}} {value}'
                 )
+    slurm = report.get("slurm") or {}
+    if "breaker" in slurm:
+        lines += [
+            "# HELP gpucluster_fabric_check_slurm_breaker 1 when the last run did not drain the node because the "
+            "partition already has node_check_slurm_max_drained nodes drained by the check.",
+            "# TYPE gpucluster_fabric_check_slurm_breaker gauge",
+            f"gpucluster_fabric_check_slurm_breaker {1 if slurm['breaker'] else 0}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -898,6 +1100,7 @@ def main(argv=None):
     parser.add_argument("--only", nargs="+", metavar="PATTERN", help="judge only these checks (as node_check_only)")
     parser.add_argument("--skip", nargs="+", metavar="PATTERN", help="leave these checks out (as node_check_skip)")
     parser.add_argument("--lock", default=LOCK_PATH, help=argparse.SUPPRESS)
+    parser.add_argument("--state", default=STATE_PATH, help=argparse.SUPPRESS)
     parser.add_argument("--deadline", type=float, default=RUN_DEADLINE, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
@@ -924,7 +1127,9 @@ def main(argv=None):
                 report.update(status="error", reason=f"config: {problem}", checks=None, summary=None)
             if config["slurm"] and not options.no_slurm:
                 node = config["slurm_node"] or os.uname().nodename.split(".", 1)[0]
-                report["slurm"] = slurm_act(NodeModule({}), node, report)
+                memory = read_memory(options.state)
+                report["slurm"] = slurm_act(NodeModule({}), node, report, memory, slurm_settings(config))
+                write_atomic(options.state, json.dumps(memory, sort_keys=True) + "\n", 0o600)
             text = json.dumps(report, indent=2, sort_keys=True) + "\n"
             if not options.no_metrics:
                 _write_outputs(config, report, text)
@@ -964,6 +1169,10 @@ def config_errors(config):
         for key, kind in (("textfile_dir", str), ("report", str), ("only", list), ("skip", list), ("slurm", bool))
         if not isinstance(config.get(key), kind)
     ]
+    for key in ("interval", "slurm_drain_after", "slurm_resume_after", "slurm_max_drained"):
+        value = config.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            wrong.append(f"{key} should be a number above 0, not {value!r}")
     if not isinstance(config.get("slurm_node"), str):
         wrong.append(f"slurm_node should be str, not {type(config.get('slurm_node')).__name__}")
     return "; ".join(wrong) or None

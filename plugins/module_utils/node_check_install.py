@@ -39,12 +39,27 @@ ARGUMENT_SPEC = {
     "report": {"type": "path", "default": node_check.REPORT_PATH},
     "slurm": {"type": "bool", "default": False},
     "slurm_node": {"type": "str", "default": ""},
+    "slurm_drain_after": {"type": "int", "default": node_check.CONFIG_DEFAULTS["slurm_drain_after"]},
+    "slurm_resume_after": {"type": "int", "default": node_check.CONFIG_DEFAULTS["slurm_resume_after"]},
+    "slurm_max_drained": {"type": "float", "default": node_check.CONFIG_DEFAULTS["slurm_max_drained"]},
 }
 
 
-def input_errors(interval, timer, only, skip):
-    """The problems of the node check's settings, each naming the variable and the fix."""
+def input_errors(interval, timer, only, skip, slurm=None):
+    """The problems of the node check's settings, each naming the variable and the fix; ``slurm``: the hysteresis and
+    breaker settings ({slurm_drain_after, slurm_resume_after, slurm_max_drained})."""
     errors = []
+    for key, value in sorted((slurm or {}).items()):
+        whole = key != "slurm_max_drained"
+        if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or not 0 < value <= 1000:
+            errors.append(
+                f"node_check_{key}={value!r} is not "
+                + (
+                    "a number of runs from 1 to 1000; e.g. 2"
+                    if whole
+                    else "a share below 1 (0.1: a tenth of the partition) or a count of nodes from 1 on; e.g. 0.1"
+                )
+            )
     if isinstance(interval, bool) or not isinstance(interval, int) or not MIN_INTERVAL <= interval <= MAX_INTERVAL:
         errors.append(
             f"node_check_interval={interval!r} is not a number of seconds from {MIN_INTERVAL} to {MAX_INTERVAL}; "
@@ -62,7 +77,7 @@ def input_errors(interval, timer, only, skip):
 
 # The settings input_errors judges, naming the variable and the fix: the validator's own message about them is left
 # out (it would say the same twice, in the module's words).
-JUDGED = ("interval", "timer", "only", "skip")
+JUDGED = ("interval", "timer", "only", "skip", "slurm_drain_after", "slurm_resume_after", "slurm_max_drained")
 
 
 def checked_settings(arguments):
@@ -81,7 +96,9 @@ def checked_settings(arguments):
         for message in validated.error_messages
         if not any(message.startswith(f"argument '{name}' ") for name in JUDGED)
     ]
-    return checked, errors + input_errors(checked["interval"], checked["timer"], checked["only"], checked["skip"])
+    slurm = {key: checked[key] for key in ("slurm_drain_after", "slurm_resume_after", "slurm_max_drained")}
+    judged = input_errors(checked["interval"], checked["timer"], checked["only"], checked["skip"], slurm)
+    return checked, errors + judged
 
 
 def package_sources():
@@ -157,14 +174,17 @@ def timer(header, interval):
         "[Timer]\n"
         f"OnBootSec={interval}\n"
         f"OnUnitActiveSec={interval}\n"
-        "AccuracySec=1s\n\n"
+        "AccuracySec=1s\n"
+        "# Spread over the fleet: nodes that booted together do not all ask the subnet manager in the same second.\n"
+        f"RandomizedDelaySec={max(1, interval // 10)}\n\n"
         "[Install]\n"
         "WantedBy=timers.target\n"
     )
 
 
 def config(params):
-    keys = ("only", "skip", "textfile_dir", "report", "slurm", "slurm_node")
+    keys = ("only", "skip", "textfile_dir", "report", "slurm", "slurm_node", "interval")
+    keys += ("slurm_drain_after", "slurm_resume_after", "slurm_max_drained")
     return json.dumps({key: params[key] for key in keys}, indent=2, sort_keys=True) + "\n"
 
 

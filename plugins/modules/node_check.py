@@ -57,9 +57,11 @@ options:
   slurm:
     description:
       - >-
-        Drain the node in Slurm (C(scontrol update state=drain reason="fabric: <check>: <detail>")) when a check
-        fails, and resume it when every check passes again - only a drain of its own, never one an operator or another
-        check made; nothing while Slurm does not know the node yet. Slurm runs the check as C(HealthCheckProgram), the
+        Drain the node in Slurm (C(scontrol update state=drain reason="fabric: <check>: <detail>")) when a check of
+        its own fails for O(slurm_drain_after) runs in a row that outlast one O(interval), and resume it after
+        O(slurm_resume_after) clean runs - only a drain of its own, while Slurm still holds its reason, never one an
+        operator or another check made, never a node DOWN, FAILed, in MAINT or rebooting; faults of the fabric as a
+        whole (the subnet manager, the partitions) drain nobody. Slurm runs the check as C(HealthCheckProgram), the
         timer too (docs/health.md).
     type: bool
     default: false
@@ -67,6 +69,21 @@ options:
     description: The node's name in Slurm; empty means the host's short name.
     type: str
     default: ""
+  slurm_drain_after:
+    description: Failing runs in a row (which together outlast one O(interval)) before the node is drained.
+    type: int
+    default: 2
+  slurm_resume_after:
+    description: Clean runs in a row before the node's own drain is resumed.
+    type: int
+    default: 2
+  slurm_max_drained:
+    description:
+      - >-
+        The breaker: no new drain while this many of the node's partition's nodes are drained by the check - below 1
+        a share of the partition (at least one node), from 1 on a count.
+    type: float
+    default: 0.1
 """
 
 EXAMPLES = r"""

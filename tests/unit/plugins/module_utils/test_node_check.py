@@ -269,52 +269,127 @@ def _drained(reason, state="IDLE+DRAIN"):
     return IDLE.replace("State=IDLE ", f"State={state} ") + f" Reason={reason} [root@2026-12-06T06:02:00]"
 
 
-def test_scontrol_lines_give_state_and_reason_without_the_stamp():
-    assert node_check.parse_scontrol_node(IDLE) == {"state": "IDLE", "reason": ""}
+def test_scontrol_lines_give_state_flags_and_reason_without_the_stamp_or_later_fields():
+    assert node_check.parse_scontrol_node(IDLE) == {"flags": {"IDLE"}, "reason": "", "partitions": ["gpu"]}
     line = _drained("fabric: drift.nccl: nccl differs [x]")
-    assert node_check.parse_scontrol_node(line) == {
-        "state": "IDLE+DRAIN",
-        "reason": "fabric: drift.nccl: nccl differs [x]",
+    parsed = node_check.parse_scontrol_node(line)
+    assert parsed["flags"] == {"IDLE", "DRAIN"} and parsed["reason"] == "fabric: drift.nccl: nccl differs [x]"
+    assert node_check.parse_scontrol_node(_drained("maintenance", "MIXED+DRAIN"))["flags"] == {"MIXED", "DRAIN"}
+    # Slurm 23.02 and later print fields after the reason's stamp: they are not part of the reason.
+    later = _drained("operator: cable") + " Comment=(null) Extra=(null) ReservationName=maint"
+    assert node_check.parse_scontrol_node(later)["reason"] == "operator: cable"
+    assert "NOT_RESPONDING" in node_check.parse_scontrol_node(IDLE.replace("State=IDLE ", "State=IDLE* "))["flags"]
+
+
+def test_scontrol_json_of_either_layout_gives_the_same():
+    old = {"nodes": [{"state": "idle", "state_flags": ["DRAIN"], "reason": "fabric: x", "partitions": ["gpu"]}]}
+    new = {"nodes": [{"state": ["IDLE", "DRAIN"], "reason": "fabric: x", "partitions": ["gpu", "all"]}]}
+    assert node_check.parse_scontrol_json(json.dumps(old)) == {
+        "flags": {"IDLE", "DRAIN"},
+        "reason": "fabric: x",
+        "partitions": ["gpu"],
     }
-    assert node_check.parse_scontrol_node(_drained("maintenance", "MIXED+DRAIN"))["state"] == "MIXED+DRAIN"
+    assert node_check.parse_scontrol_json(json.dumps(new))["partitions"] == ["gpu", "all"]
+    assert node_check.parse_scontrol_json("scontrol: unrecognized option '--json'") is None
 
 
-FAILED = {"status": "failed", "reason": "interface.mtu[eth1]: interface eth1 MTU 1500, expected 4092"}
-PASSED = {"status": "passed", "reason": ""}
+def _report(status, *failed):
+    checks = [_check(name, "failed", detail) for name, detail in failed] + [_check("port.state[mlx5_0/1]", "passed")]
+    return {"status": status, "checks": checks, "reason": ""}
 
 
-def _decide(line, report):
-    return node_check.slurm_decision(node_check.parse_scontrol_node(line), report)[:2]
+MTU = ("interface.mtu[eth1]", "interface eth1 MTU 1500, expected 4092")
+FAILED = _report("failed", MTU)
+PASSED = _report("passed")
+SETTINGS = {"drain_after": 2, "resume_after": 2, "max_drained": 0.1, "interval": 10}
 
 
-def test_a_failing_node_is_drained_with_the_check_and_its_detail():
-    assert _decide(IDLE, FAILED) == ("drain", "fabric: interface.mtu[eth1]: interface eth1 MTU 1500, expected 4092")
-    long = dict(FAILED, reason="x" * 500)
-    assert len(_decide(IDLE, long)[1]) == node_check.SLURM_REASON_LENGTH
+def _node(flags="IDLE", reason=""):
+    return {"flags": set(flags.split("+")), "reason": reason, "partitions": ["gpu"]}
 
 
-def test_only_its_own_drain_is_resumed_or_changed():
-    ours = _drained("fabric: interface.mtu[eth1]: interface eth1 MTU 1500, expected 4092")
-    assert _decide(ours, PASSED) == ("resume", None)
-    assert _decide(ours, FAILED) == (None, None)  # drained already, for this reason
-    assert _decide(ours, {"status": "failed", "reason": "drift.nccl: differs"}) == (
-        "drain",
-        "fabric: drift.nccl: differs",
-    )
-    operator = _drained("disk replacement, ticket 42")
-    assert _decide(operator, PASSED) == (None, None)
-    assert _decide(operator, FAILED) == (None, None)
-    assert _decide(_drained("fabric: x", "DOWN+DRAIN"), PASSED) == ("resume", None)
+def _runs(node, reports, memory=None, census=lambda: (0, 10), start=1000.0, every=6.0):
+    """The decisions of runs ``every`` seconds apart on ``node``, which follows the drains and resumes decided."""
+    memory = {} if memory is None else memory
+    actions = []
+    for i, report in enumerate(reports):
+        action, reason, _why = node_check.slurm_decision(node, report, memory, SETTINGS, start + i * every, census)
+        actions.append(action)
+        if action == "drain":
+            node = dict(node, flags=node["flags"] | {"DRAIN"}, reason=reason)
+        elif action == "resume":
+            node = dict(node, flags=node["flags"] - {"DRAIN"}, reason="")
+    return actions, node, memory
 
 
-def test_nothing_happens_when_the_check_could_not_run_or_all_is_well():
-    assert _decide(IDLE, PASSED) == (None, None)
-    assert _decide(_drained("fabric: x"), {"status": "error", "reason": "intent: cannot read"}) == (None, None)
-    assert _decide(IDLE, {"status": "error", "reason": "intent: cannot read"}) == (None, None)
+def test_a_node_is_drained_after_two_failing_runs_that_outlast_an_interval_and_resumed_after_two_clean():
+    actions, node, memory = _runs(_node(), [FAILED, FAILED, FAILED, PASSED, PASSED, PASSED])
+    assert actions == [None, None, "drain", None, "resume", None]  # 0 s, 6 s (< one 10 s interval), 12 s
+    assert memory["drained_reason"] is None and node["flags"] == {"IDLE"}
+    long = _report("failed", ("drift.nccl", "x" * 500))
+    _actions, node, _memory = _runs(_node(), [long, long, long])
+    assert len(node["reason"]) == node_check.SLURM_REASON_LENGTH
+
+
+def test_a_fault_that_comes_and_goes_every_run_changes_nothing_in_slurm():
+    actions, _node_after, _memory = _runs(_node(), [FAILED, PASSED] * 6)
+    assert actions == [None] * 12
+
+
+def test_fabric_wide_faults_never_drain_a_node():
+    dead_sm = _report("failed", ("sm.master[mlx5_0/1]", "no subnet manager answers"), ("opensm.running", "inactive"))
+    actions, _node_after, _memory = _runs(_node(), [dead_sm] * 5)
+    assert actions == [None] * 5
+
+
+def test_the_breaker_stops_new_drains_when_the_partition_has_its_share_drained():
+    actions, _node_after, _memory = _runs(_node(), [FAILED] * 4, census=lambda: (1, 2))  # a tenth of 2: one node
+    assert actions == [None] * 4
+    decision = node_check.slurm_decision(_node(), FAILED, {"failing_runs": 5, "failing_since": 0.0}, SETTINGS, 100.0,
+                                         lambda: (4, 40))  # fmt: skip
+    assert decision[0] is None and decision[2].startswith("breaker: 4 of the partition's 40 node(s)")
+    assert node_check.drain_limit(0.1, 40) == 4 and node_check.drain_limit(0.1, 5) == 1
+    assert node_check.drain_limit(3, 1000) == 3
+    actions, _node_after, _memory = _runs(_node(), [FAILED] * 3, census=lambda: (2, 40))
+    assert actions == [None, None, "drain"]
+
+
+def test_someone_elses_state_is_left_alone():
+    for flags, reason in (
+        ("IDLE+DRAIN", "disk replacement, ticket 42"),  # an operator's drain
+        ("IDLE+DRAIN", "fabric: an operator's words that look like the check's"),
+        ("DOWN", "Not responding"),
+        ("DOWN+DRAIN", "fabric: x"),
+        ("IDLE+FAIL", "bad DIMM"),
+        ("IDLE+MAINT", ""),
+        ("IDLE+REBOOT_REQUESTED", "firmware"),
+        ("IDLE+NOT_RESPONDING", ""),
+    ):
+        actions, node, _memory = _runs(_node(flags, reason), [FAILED] * 3 + [PASSED] * 3)
+        assert actions == [None] * 6, (flags, reason)
+        assert node["reason"] == reason
+
+
+def test_only_its_own_drain_is_resumed_while_slurm_still_holds_its_reason():
+    memory = {}
+    _actions, node, memory = _runs(_node(), [FAILED] * 3, memory)
+    assert node["reason"].startswith("fabric: interface.mtu[eth1]") and memory["drained_reason"] == node["reason"]
+    nccl = _report("failed", ("drift.nccl", "nccl differs"))
+    action, reason, _why = node_check.slurm_decision(node, nccl, memory, SETTINGS, 2000.0)
+    assert (action, reason) == ("drain", "fabric: drift.nccl: nccl differs")  # its own drain follows the fault
+    operator = dict(node, reason="operator: cable swap")  # an operator re-drained it with a reason of their own
+    actions, node, memory = _runs(operator, [PASSED] * 3, memory)
+    assert actions == [None] * 3 and node["reason"] == "operator: cable swap" and memory["drained_reason"] is None
+
+
+def test_nothing_happens_when_the_check_could_not_judge_the_node():
+    for report in ({"status": "error", "checks": None, "reason": "intent: cannot read"}, {"status": "error"}):
+        actions, node, _memory = _runs(_node("IDLE+DRAIN", "fabric: x"), [report] * 3, {"drained_reason": "fabric: x"})
+        assert actions == [None] * 3 and node["flags"] == {"IDLE", "DRAIN"}
 
 
 class _Scontrol(node_check.NodeModule):
-    """The command runner, with scontrol answered from a script: [(rc, out, err)] in order; calls recorded."""
+    """The command runner, with scontrol and sinfo answered from a script: [(rc, out, err)] in order; calls recorded."""
 
     def __init__(self, answers):
         super().__init__({})
@@ -329,27 +404,38 @@ class _Scontrol(node_check.NodeModule):
         return self.answers.pop(0)
 
 
-def test_before_slurmd_registers_the_node_is_left_alone():
-    module = _Scontrol([(1, "", "Node gpu-01 not found\n")])
+NO_JSON = (1, "", "scontrol: unrecognized option '--json'\n")
+
+
+def test_before_slurmd_registers_the_node_is_left_alone_and_a_silent_controller_is_said():
+    module = _Scontrol([(1, "", "Node gpu-01 not found\n"), (1, "", "Node gpu-01 not found\n")])
     outcome = node_check.slurm_act(module, "gpu-01", FAILED)
     assert outcome["action"] is None and "Slurm does not know the node yet (Node gpu-01 not found)" in outcome["why"]
-    assert module.calls == [["/usr/bin/scontrol", "-o", "show", "node", "gpu-01"]]
+    module = _Scontrol([(124, "", "scontrol: timed out after 5 s (the node check's limit for one command)")])
+    outcome = node_check.slurm_act(module, "gpu-01", FAILED)
+    assert outcome["why"].startswith("the Slurm controller did not answer (scontrol: timed out")
 
 
-def test_drain_and_resume_are_scontrol_updates():
-    module = _Scontrol([(0, IDLE, ""), (0, "", "")])
-    assert node_check.slurm_act(module, "gpu-01", FAILED)["action"] == "drain"
-    assert module.calls[1] == [
+def test_drain_and_resume_are_scontrol_updates_and_the_breaker_counts_with_sinfo():
+    census = "gpu-01|idle|none\ngpu-02|drain|fabric: drift.nccl: x\ngpu-03|idle|none\n"
+    memory = {"failing_runs": 3, "failing_since": 0.0}
+    module = _Scontrol([NO_JSON, (0, IDLE, ""), (0, census, ""), (0, "", "")])
+    settings = dict(SETTINGS, max_drained=2)
+    assert node_check.slurm_act(module, "gpu-01", FAILED, memory, settings, now=100.0)["action"] == "drain"
+    assert module.calls[2] == ["/usr/bin/sinfo", "-h", "-N", "-o", "%N|%t|%E", "-p", "gpu"]
+    assert module.calls[3] == [
         "/usr/bin/scontrol",
         "update",
         "nodename=gpu-01",
         "state=drain",
         "reason=fabric: interface.mtu[eth1]: interface eth1 MTU 1500, expected 4092",
     ]
-    module = _Scontrol([(0, _drained("fabric: x"), ""), (1, "", "slurm_update error: Invalid node state\n")])
-    outcome = node_check.slurm_act(module, "gpu-01", PASSED)
+    ours = _drained(memory["drained_reason"])
+    memory.update(passing_runs=5)
+    module = _Scontrol([NO_JSON, (0, ours, ""), (1, "", "slurm_update error: Invalid node state\n")])
+    outcome = node_check.slurm_act(module, "gpu-01", PASSED, memory, SETTINGS, now=200.0)
     assert outcome["action"] == "resume" and outcome["error"] == "slurm_update error: Invalid node state"
-    assert module.calls[1] == ["/usr/bin/scontrol", "update", "nodename=gpu-01", "state=resume"]
+    assert module.calls[2] == ["/usr/bin/scontrol", "update", "nodename=gpu-01", "state=resume"]
 
 
 fabric_checks = load("fabric_checks")
@@ -581,7 +667,7 @@ def test_a_family_that_breaks_is_an_error_the_others_still_run_and_slurm_is_left
     assert checks["hca.firmware"]["status"] == "error"
     assert "TypeError: 'NoneType' object is not subscriptable" in checks["hca.firmware"]["message"]
     assert report["status"] == "error" and status == node_check.EXIT_BROKEN
-    assert node_check.slurm_decision({"state": "IDLE", "reason": ""}, report)[0] is None
+    assert node_check.slurm_decision(_node(), report, {}, SETTINGS, 0.0)[0] is None
     assert 'check="hca.firmware",state="error"} 1' in metrics and "gpucluster_fabric_check_up 1" in metrics
 
 
