@@ -259,7 +259,7 @@ scenarios: venv images mirror build controller-image $(MATRIX_HOST_STAMPS)
 
 # make test runs its phases one after the other and prints how long each took (also on failure). The unit tests run in
 # `make scenarios`, on every release of the version matrix (`make unit` runs them on the main venv).
-TEST_PHASES := new-machine host-deps venv images lint build sanity scenarios kernel-lab-reduced
+TEST_PHASES := new-machine-ci host-deps venv images lint build sanity scenarios kernel-lab-reduced
 TEST_TIMINGS := $(ROOT)/.build/test-timings.txt
 # What each failed run's log says of why (tests/lab/why-failed.sh writes it; make test prints it last on failure).
 TEST_FAILURES := $(ROOT)/.build/test-failures.txt
@@ -296,6 +296,11 @@ lab: venv host-deps  ## the main job: bring up the lab (LAB_SUITE=bookworm) and 
 .PHONY: new-machine
 new-machine:  ## remove what a first `make lab` could depend on; then `make lab` (twice) in a fresh clone of HEAD
 	tests/lab/new-machine.sh $(ROOT)
+
+# make test's form of it: the lab images kept (they hold no address), no re-run (scenario site proves idempotence).
+.PHONY: new-machine-ci
+new-machine-ci:
+	NEW_MACHINE_KEEP_IMAGES=1 NEW_MACHINE_NO_RERUN=1 tests/lab/new-machine.sh $(ROOT)
 
 .PHONY: lab-down
 lab-down: venv  ## tear the lab down

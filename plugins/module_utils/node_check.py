@@ -16,6 +16,7 @@ intent, or an unusable configuration). Module node_check installs this module an
 imports only: standard library, Python 3.8 and later) on the node; the systemd timer and Slurm run it there.
 """
 
+import concurrent.futures
 import contextlib
 import fnmatch
 import ipaddress
@@ -27,7 +28,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 
@@ -91,6 +91,7 @@ FAMILIES = (
 )
 # What the node check reads with: ``sminfo`` under this timeout (seconds), never a wait for ports to settle.
 SM_QUERY_TIMEOUT = 5
+ISOLATION_WORKERS = 16  # smpquery processes at once on a subnet manager
 SM_GOOD_STATES = ("SMINFO_MASTER", "SMINFO_STANDBY")  # of a subnet manager that takes part in the handover
 CONFIG_DEFAULTS = {
     "textfile_dir": TEXTFILE_DIR,
@@ -489,12 +490,18 @@ def isolation(host, opensm, module, master_guid):
     if not ports:
         said = " ".join((err or out).split())[:200] or f"rc {rc}"
         return [_check(host, TIER, "partition", "skipped", f"skipped: ibnetdiscover -p found no port to read ({said})")]
-    for port in ports:
+
+    def read(port):
         rc, out, err = module.run_command(
             [timeout, str(SM_QUERY_TIMEOUT), "smpquery", "pkeys", str(port["lid"])], environ_update=environment
         )
         port["pkeys"] = parse_pkey_table(out) if rc == 0 else None
         port["error"] = None if rc == 0 else " ".join((err or out).split())[:200] or f"rc {rc}"
+
+    # Ports are read side by side, each bounded, the whole under the run's deadline: a fabric of silent ports costs
+    # the deadline, not 5 s a port.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=ISOLATION_WORKERS) as pool:
+        list(pool.map(read, ports))
     try:
         partitions = parse_partitions(partitions_text)
     except ValueError as exc:
@@ -716,6 +723,8 @@ def parse_scontrol_json(text):
     if len(nodes) != 1 or not isinstance(nodes[0], dict):
         return None
     node = nodes[0]
+    if "state" not in node or "reason" not in node:
+        return None  # a layout this code does not know: the one-line form is read instead
     state = node.get("state") or []
     words = [state] if isinstance(state, str) else list(state)
     words += list(node.get("state_flags") or [])
@@ -970,19 +979,37 @@ def metrics(report):
 
 
 def write_atomic(path, text, mode):
-    """``path`` holds ``text`` (``mode``) or its old content, never a part: a temporary file beside it, renamed."""
+    """``path`` holds ``text`` (``mode``) or its old content, never a part: a temporary file beside it, renamed.
+
+    Everything happens through a handle on the directory, opened without following a link, and the directory must
+    belong to the user who writes (root, on a node): whoever may rename entries there (on Debian the textfile
+    directory's parent belongs to the prometheus user) can neither point the write elsewhere nor have root chmod a
+    file of their choosing. ``os.replace`` and ``os.open`` take the directory's handle; nothing goes by path after."""
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".gpucluster-", suffix=".tmp")
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+        owner = os.fstat(handle).st_uid
+        if owner != os.geteuid():
+            raise PermissionError(
+                f"{directory} belongs to uid {owner}, not to the uid writing ({os.geteuid()}): not written there; "
+                "make the directory root's (node_check_textfile_dir, node_check_report)"
+            )
+        name = os.path.basename(path)
+        temporary = f".gpucluster-{os.getpid()}-{time.monotonic_ns()}.tmp"
+        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=handle)
+        try:
+            with os.fdopen(out, "w", encoding="utf-8") as stream:
+                stream.write(text)
+                stream.flush()
+                os.fchmod(stream.fileno(), mode)
+            os.replace(temporary, name, src_dir_fd=handle, dst_dir_fd=handle)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=handle)
+            raise
+    finally:
+        os.close(handle)
 
 
 def load_config(path):

@@ -10,6 +10,8 @@
 # command, then `make lab` again (a no-op: changed=0 everywhere) and
 # `make lab-down`. It cannot remove the host packages (podman, debootstrap, ...) or pip's cache: a truly
 # new machine also installs those (tests/lab/setup-host.sh). Exit status 0 when both passed.
+# make test's phase keeps the lab images (NEW_MACHINE_KEEP_IMAGES=1) and leaves out the re-run (NEW_MACHINE_NO_RERUN=1,
+# which scenario site's idempotence proves): it fits CI's budget that way (docs/ci.md).
 set -euo pipefail
 
 checkout=$(cd "${1:?usage: new-machine.sh <checkout>}" && pwd)
@@ -31,7 +33,9 @@ if command -v podman >/dev/null; then
     podman network rm -f "${networks[@]}" >/dev/null
   fi
   mapfile -t images < <(podman images --format '{{.Repository}}:{{.Tag}}' | grep -F "$image_repo:" || true)
-  if ((${#images[@]})); then
+  if [[ -n "${NEW_MACHINE_KEEP_IMAGES:-}" ]]; then
+    say "keeping the lab images (NEW_MACHINE_KEEP_IMAGES): built from a recipe hash, they hold no address"
+  elif ((${#images[@]})); then
     say "removing the lab images: ${images[*]}"
     podman rmi -f "${images[@]}" >/dev/null
   fi
@@ -65,7 +69,7 @@ rc=0
 make lab || rc=$?
 say "make lab: exit $rc after $(($(date +%s) - start)) s; ip -4 addr after: $(ip -4 -o addr | awk '{printf "%s ", $2}')"
 # The same command again: a no-op (changed=0 on every host, lab_up.yml's and site.yml's runs alike).
-if ((rc == 0)); then
+if ((rc == 0)) && [[ -z "${NEW_MACHINE_NO_RERUN:-}" ]]; then
   start=$(date +%s)
   make lab >"$clone/rerun.log" 2>&1 || rc=$?
   say "make lab again: exit $rc after $(($(date +%s) - start)) s"

@@ -89,11 +89,23 @@ def test_a_port_that_gains_or_loses_a_pkey_fails_naming_it():
     assert lost["status"] == "failed" and "lacks 0x8101 (training, full)" in lost["message"]
     stray = checks[f"partition.port[{fabric[2]['guid']}]"]
     assert "holds 0x0202 (limited; no partition has it)" in stray["message"]
-    assert checks[f"partition.port[{fabric[3]['guid']}]"]["status"] == "skipped"
+    unread = checks[f"partition.port[{fabric[3]['guid']}]"]
+    assert unread["status"] == "failed" and "could not be read (smpquery timed out)" in unread["message"]
     training = checks["partition[training]"]
     assert training["status"] == "failed"
     assert training["message"] == (
         f"training (0x0101): held by 1 port(s) that are not members: {SM}; not held by 1 member port(s): "
-        f"{fabric[1]['guid']}"
+        f"{fabric[1]['guid']}; 1 port(s) could not be read, any of which may hold it: {fabric[3]['guid']}"
     )
-    assert checks["partition[Default]"]["status"] == "passed"
+
+
+def test_isolation_fails_closed_when_a_port_does_not_answer():
+    """A P_Key table that cannot be read is never a pass: that port fails, and so does every partition, which the
+    silent port may hold."""
+    fabric = _fabric()
+    fabric[2]["pkeys"], fabric[2]["error"] = None, "smpquery: timed out after 5 s"
+    checks = {c["check"]: c for c in isolation_checks("sm1", _partitions(), fabric, SM)}
+    assert checks[f"partition.port[{fabric[2]['guid']}]"]["status"] == "failed"
+    assert checks["partition[Default]"]["status"] == "failed" and checks["partition[training]"]["status"] == "failed"
+    assert all(c["status"] == "passed" for name, c in checks.items() if name.startswith("partition.port[")
+               and fabric[2]["guid"] not in name)  # fmt: skip

@@ -19,9 +19,13 @@ def isolation_checks(host, partitions, ports, self_guid=None):
         name = f"partition.port[{port['guid']}]"
         subject = f"{port['guid']} ({port['description'] or 'LID ' + str(port['lid'])})"
         if port.get("pkeys") is None:
+            # Fail closed: a port whose table cannot be read may hold any partition.
             unread.append(port["guid"])
-            message = f"skipped: the P_Key table of {subject} could not be read: {port.get('error') or 'no answer'}"
-            checks.append(_check(host, "health", name, "skipped", message))
+            message = (
+                f"the P_Key table of {subject} could not be read ({port.get('error') or 'no answer'}): its isolation "
+                "cannot be confirmed; see whether the port answers (smpquery pkeys <LID>)"
+            )
+            checks.append(_check(host, "health", name, "failed", message))
             continue
         held = set(port["pkeys"])
         for pkey in held:
@@ -53,16 +57,17 @@ def isolation_checks(host, partitions, ports, self_guid=None):
         held_by = holders.get(pkey, {})
         intruders = sorted(set(held_by) - members)
         absent = sorted(members - set(held_by))
-        if intruders or absent:
+        if intruders or absent or unread:
             said = []
             if intruders:
                 said.append(f"held by {len(intruders)} port(s) that are not members: {', '.join(intruders)}")
             if absent:
                 said.append(f"not held by {len(absent)} member port(s): {', '.join(absent)}")
+            if unread:
+                said.append(f"{len(unread)} port(s) could not be read, any of which may hold it: {', '.join(unread)}")
             message = f"{partition['name']} ({pkey:#06x}): {'; '.join(said)}"
             checks.append(_check(host, "health", name, "failed", message, len(held_by), len(members), "ports"))
         else:
-            where = f"; {len(unread)} port(s) not read" if unread else ""
-            message = f"{partition['name']} ({pkey:#06x}) is held by its {len(members)} member port(s) only{where}"
+            message = f"{partition['name']} ({pkey:#06x}) is held by its {len(members)} member port(s) only"
             checks.append(_check(host, "health", name, "passed", message, len(held_by), len(members), "ports"))
     return checks

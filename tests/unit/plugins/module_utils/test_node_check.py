@@ -125,6 +125,28 @@ def test_an_atomic_write_leaves_no_part_behind(tmp_path):
     assert [p.name for p in target.parent.iterdir()] == ["m.prom"]
 
 
+def test_an_atomic_write_follows_no_link_and_writes_only_into_a_directory_of_the_writer(tmp_path, monkeypatch):
+    """Whoever may rename entries near the textfile directory: a link put in place of the directory, or of the file,
+    leads nowhere; a directory of another user is refused."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret").write_text("root's\n")
+    (elsewhere / "secret").chmod(0o600)
+    (tmp_path / "textfile").symlink_to(elsewhere)
+    with pytest.raises(OSError):
+        node_check.write_atomic(str(tmp_path / "textfile" / "m.prom"), "x\n", 0o644)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["secret"]
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "m.prom").symlink_to(elsewhere / "secret")
+    node_check.write_atomic(str(real / "m.prom"), "metrics\n", 0o644)
+    assert not (real / "m.prom").is_symlink() and (real / "m.prom").read_text() == "metrics\n"
+    assert (elsewhere / "secret").read_text() == "root's\n" and ((elsewhere / "secret").stat().st_mode & 0o777) == 0o600
+    monkeypatch.setattr(node_check.os, "geteuid", lambda: os.stat(real).st_uid + 4242)
+    with pytest.raises(PermissionError, match="belongs to uid"):
+        node_check.write_atomic(str(real / "m.prom"), "x\n", 0o644)
+
+
 def _rdma_modules_intent(root):
     return {
         "schema": 1,
