@@ -656,6 +656,7 @@ SLURM_REASON_PREFIX = "fabric: "
 SLURM_REASON_LENGTH = 200
 # What the check remembers between runs for Slurm (root only): its streaks and the drain it set.
 STATE_PATH = "/var/lib/gpucluster/fabric-check-state.json"
+BREAKER_SETTLE = 2  # seconds between a drain and counting the partition again (slurm_act)
 # A node in any of these states is someone else's (an operator, Slurm, a reboot, power saving): never drained or
 # resumed, whatever the checks say (LBNL NHC leaves DOWN, reboot and boot states alone the same way).
 SLURM_HANDS_OFF = frozenset(
@@ -796,7 +797,8 @@ def slurm_decision(node, report, memory, settings, now, census=None):
                 ),
             )
         try:
-            held, nodes = census() if census else (0, 1)
+            held, nodes = census() if census else ([], 1)
+            held = len(held)
         except RuntimeError as exc:
             return None, None, f"breaker: the partition's drains cannot be counted ({exc}): no new drain"
         limit = drain_limit(settings["max_drained"], nodes)
@@ -839,21 +841,30 @@ def slurm_node_state(module, node_name):
 
 
 def slurm_census(module, partitions):
-    """(drained by the check, nodes) in ``partitions``, from ``sinfo`` (its format string, which Slurm keeps)."""
+    """(drained by the check, nodes) in ``partitions``, from ``sinfo`` (its format string, which Slurm keeps): the
+    drained ones as [(when the reason was set, name)], oldest first."""
     sinfo = module.get_bin_path("sinfo")
-    argv = [sinfo or "sinfo", "-h", "-N", "-o", "%N|%t|%E"] + (["-p", ",".join(partitions)] if partitions else [])
+    argv = [sinfo or "sinfo", "-h", "-N", "-o", "%N|%t|%H|%E"] + (["-p", ",".join(partitions)] if partitions else [])
     rc, out, err = module.run_command(argv, timeout=SLURM_TIMEOUT)
     if rc != 0:
         raise RuntimeError(f"sinfo: {' '.join((err or out).split())[:200] or rc}")
     nodes, held = set(), set()
     for line in out.splitlines():
-        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        name, state, stamp, reason = (line.split("|", 3) + ["", "", ""])[:4]
         nodes.add(name)
         if state.rstrip("*$@^-~#!%") in ("drain", "drng", "drained", "draining") and reason.startswith(
             SLURM_REASON_PREFIX
         ):
-            held.add(name)
-    return len(held), max(len(nodes), 1)
+            held.add((stamp, name))
+    return sorted(held), max(len(nodes), 1)
+
+
+def breaker_keeps(node_name, census, max_drained):
+    """After its own drain: whether ``node_name`` is within the breaker's limit, the older drains first (then by
+    name). Nodes that drained at the same moment all count each other: those past the limit undo their drain."""
+    held, nodes = census()
+    kept = [name for _stamp, name in held[: drain_limit(max_drained, nodes)]]
+    return node_name in kept, len(held), nodes
 
 
 def slurm_settings(config):
@@ -909,6 +920,23 @@ def slurm_act(module, node_name, report, memory=None, settings=None, now=None):
         outcome["error"] = " ".join((err or out).split()) or f"scontrol exited {rc}"
         if action == "drain":
             memory["drained_reason"] = None
+    elif action == "drain" and not node["flags"] & SLURM_DRAINED:
+        # Nodes deciding at the same moment each saw the others undrained: counted again once their drains have
+        # landed, a drain past the breaker's limit is undone at once (the older drains, then the names, keep theirs).
+        time.sleep(BREAKER_SETTLE)
+        try:
+            kept, held, nodes = breaker_keeps(node_name, census, settings["max_drained"])
+        except RuntimeError as exc:
+            kept, held, nodes, outcome["why"] = False, None, None, f"breaker: cannot count the drains again ({exc})"
+        if not kept:
+            module.run_command([scontrol, "update", f"nodename={node_name}", "state=resume"], timeout=SLURM_TIMEOUT)
+            memory["drained_reason"] = None
+            outcome.update(action="drain undone", breaker=True)
+            if held is not None:
+                outcome["why"] = (
+                    f"breaker: drained at the same moment as others, {held} of the partition's {nodes} node(s): past "
+                    "node_check_slurm_max_drained, so this drain was undone at once"
+                )
     return outcome
 
 

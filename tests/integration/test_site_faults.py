@@ -14,9 +14,10 @@ from two side_effect steps of its test sequence (molecule/site/faults.yml):
      lab this run is also the scenario's no-op re-run: nothing may change on the hosts it reaches;
   4. the node check (role node_check, on a timer every node_check_interval seconds, and Slurm's HealthCheckProgram)
      shows a fault in the node's metrics, scraped from its node_exporter, and Slurm drains the node with the check in
-     its reason (`sinfo -R`), within one interval; the repair resumes it the same way: the fabric MTU set with
+     its reason (`sinfo -R`) after its hysteresis; the repair resumes it the same way: the fabric MTU set with
      `ip link`, nccl.conf edited. The fleet drift check (playbooks/check.yml) fails that node on those checks alone.
-     A node an operator drained stays drained, with the operator's reason. partitions.conf edited on the subnet
+     A node an operator drained stays drained, with the operator's reason. The same fault on every GPU node drains
+     one, as the breaker allows; a hung tool is a failed check naming it. partitions.conf edited on the subnet
      manager shows in its metrics, and once OpenSM applies it, every port that gained a P_Key fails its isolation
      check, read back from the fabric (smpquery pkeys);
   5. the CUDA mirror going away mid-run (a blackhole rule for the mirror's TCP port on one node once the nccl role
@@ -287,17 +288,18 @@ def _metrics(host):
 
 def _check_state(samples, check):
     """The state the node check's last run gave ``check`` in the scraped metrics, or None."""
-    for state in ("passed", "failed", "skipped"):
+    for state in ("passed", "failed", "skipped", "error"):
         if samples.get(("gpucluster_fabric_check_state", f'{{check="{check}",state="{state}"}}')) == 1:
             return state
     return None
 
 
-def _wait_for_checks(host, wanted, after):
+def _wait_for_checks(host, wanted, after, slack=0):
     """Until the node's metrics come from a run that started after ``after`` and show each check of ``wanted``
-    ({check: state}); within one interval of the timer and the run's own time. Returns the seconds it took."""
+    ({check: state, or None where the check is not there}); within one interval of the timer and the run's own time
+    (and ``slack`` seconds more). Returns the seconds it took."""
     interval = _node_check_interval()
-    deadline = after + interval + 15
+    deadline = after + interval + 15 + slack
     while True:
         samples = _metrics(host)
         ran = samples.get(("gpucluster_fabric_check_last_run_timestamp_seconds", ""), 0)
@@ -306,7 +308,7 @@ def _wait_for_checks(host, wanted, after):
             assert samples.get(("node_textfile_scrape_error", "")) == 0, "node_exporter could not read the metrics"
             assert samples.get(("gpucluster_fabric_check_up", "")) == 1
             return time.time() - after
-        assert time.time() < deadline, f"{host}: after {interval + 15} s the metrics show {states}, not {wanted}"
+        assert time.time() < deadline, f"{host}: after {deadline - after:.0f} s the metrics show {states}, not {wanted}"
         time.sleep(1)
 
 
@@ -325,9 +327,10 @@ def _drained_reasons():
 
 
 def _wait_for_slurm(node, drained, after):
-    """Until Slurm has ``node`` drained by the node check (``drained``) or not drained; one interval and the run's
-    own time. Returns the seconds it took."""
-    deadline = after + _node_check_interval() + 15
+    """Until Slurm has ``node`` drained by the node check (``drained``) or not drained; two intervals (the check's
+    hysteresis: two runs in a row that outlast one interval, node_check_slurm_drain_after and _resume_after) and the
+    runs' own time. Returns the seconds it took."""
+    deadline = after + 2 * _node_check_interval() + 15
     while True:
         reason = _drained_reasons().get(node)
         if (reason or "").startswith("fabric: ") if drained else reason is None:
@@ -361,8 +364,8 @@ def _fleet_check_names(lab, node, failing):
 
 def test_node_check_shows_a_fault_and_its_repair_within_one_interval(lab):
     """Each fault on a converged GPU node, read the way Prometheus and an operator read it: the node's own check puts
-    the failed check in the metrics node_exporter serves, and Slurm drains the node with the check as its reason,
-    within one interval; the repair shows the same way and resumes the node."""
+    the failed check in the metrics node_exporter serves within one interval, and Slurm drains the node with the check
+    as its reason within two (the hysteresis); the repair shows the same way and resumes the node."""
     node = GPUS[0]
     deadline = time.time() + 120
     while "IDLE" not in _slurm_node(node)["state"]:  # slurmd registered, and the node is in service
@@ -455,6 +458,57 @@ def test_node_check_leaves_an_operators_drain_alone(lab):
                 _podman("exec", node, "ip", "link", "set", "eth1", "mtu", "4200")
     finally:
         _podman("exec", SMS[0], "scontrol", "update", f"nodename={node}", "state=resume")
+
+
+def test_a_hung_tool_is_a_failed_check_naming_it_and_blocks_no_later_run(lab):
+    """A stand-in nvidia-smi that never returns (a GPU gone off the bus hangs the real one): the timer's run stops it
+    at the node check's limit for one command, ends well inside its deadline, names it in the metrics, and Slurm drains
+    the node for it; with the tool answering again, the next run of the timer checks the node as before and the node
+    is resumed. Runs queued behind the hung one (the timer's, slurmd's) are never blocked for good."""
+    node = GPUS[0]
+    check = "tool.timeout[nvidia-smi]"
+    _wait_for_checks(node, {check: None}, time.time() - _node_check_interval())
+    _podman("exec", node, "sh", "-c", "printf '#!/bin/sh\\nexec sleep 600\\n' >/usr/local/bin/nvidia-smi && "
+            "chmod 755 /usr/local/bin/nvidia-smi")  # fmt: skip
+    try:
+        started = time.time()
+        _wait_for_checks(node, {check: "failed"}, started, slack=15)
+        samples = _metrics(node)
+        assert samples[("gpucluster_fabric_check_duration_seconds", "")] < 40, samples
+        _took, reason = _wait_for_slurm(node, True, started)
+        assert reason.startswith(f"fabric: {check}: nvidia-smi did not answer"), reason
+    finally:
+        _podman("exec", node, "rm", "-f", "/usr/local/bin/nvidia-smi")
+    started = time.time()
+    _wait_for_checks(node, {check: None, "interface.mtu[eth1]": "passed"}, started)
+    _wait_for_slurm(node, False, started)
+
+
+def test_the_same_fault_on_every_gpu_node_drains_no_more_than_the_breaker_allows(lab):
+    """Every GPU node's fabric MTU set by hand at once, as a shared cause would: the breaker
+    (node_check_slurm_max_drained: a tenth of the partition, at least one node) counts the check's drains with Slurm's
+    real sinfo, so one node is drained and the other keeps running, its metrics saying the breaker held it; the
+    repair resumes the drained one."""
+    interval = _node_check_interval()
+    for node in GPUS:
+        _wait_for_checks(node, {"interface.mtu[eth1]": "passed"}, time.time() - interval)
+    for node in GPUS:
+        _podman("exec", node, "ip", "link", "set", "eth1", "mtu", "1500")
+    try:
+        started = time.time()
+        for node in GPUS:
+            _wait_for_checks(node, {"interface.mtu[eth1]": "failed"}, started)
+        time.sleep(3 * interval)  # both have failed long enough to be drained, but for the breaker
+        drained = {node: reason for node, reason in _drained_reasons().items() if node in GPUS}
+        assert len(drained) == 1 and all(r.startswith("fabric: interface.mtu[eth1]") for r in drained.values()), drained
+        (kept,) = set(GPUS) - set(drained)
+        assert _metrics(kept).get(("gpucluster_fabric_check_slurm_breaker", "")) == 1
+    finally:
+        for node in GPUS:
+            _podman("exec", node, "ip", "link", "set", "eth1", "mtu", "4200")
+    started = time.time()
+    for node in GPUS:
+        _wait_for_slurm(node, False, started)
 
 
 def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):

@@ -330,7 +330,11 @@ def _node(flags="IDLE", reason=""):
     return {"flags": set(flags.split("+")), "reason": reason, "partitions": ["gpu"]}
 
 
-def _runs(node, reports, memory=None, census=lambda: (0, 10), start=1000.0, every=6.0):
+def _held(count):
+    return [("2026-12-07T05:00:00", f"gpu-{i:02d}") for i in range(count)]
+
+
+def _runs(node, reports, memory=None, census=lambda: ([], 10), start=1000.0, every=6.0):
     """The decisions of runs ``every`` seconds apart on ``node``, which follows the drains and resumes decided."""
     memory = {} if memory is None else memory
     actions = []
@@ -365,14 +369,14 @@ def test_fabric_wide_faults_never_drain_a_node():
 
 
 def test_the_breaker_stops_new_drains_when_the_partition_has_its_share_drained():
-    actions, _node_after, _memory = _runs(_node(), [FAILED] * 4, census=lambda: (1, 2))  # a tenth of 2: one node
+    actions, _node_after, _memory = _runs(_node(), [FAILED] * 4, census=lambda: (_held(1), 2))  # a tenth of 2: one
     assert actions == [None] * 4
     decision = node_check.slurm_decision(_node(), FAILED, {"failing_runs": 5, "failing_since": 0.0}, SETTINGS, 100.0,
-                                         lambda: (4, 40))  # fmt: skip
+                                         lambda: (_held(4), 40))  # fmt: skip
     assert decision[0] is None and decision[2].startswith("breaker: 4 of the partition's 40 node(s)")
     assert node_check.drain_limit(0.1, 40) == 4 and node_check.drain_limit(0.1, 5) == 1
     assert node_check.drain_limit(3, 1000) == 3
-    actions, _node_after, _memory = _runs(_node(), [FAILED] * 3, census=lambda: (2, 40))
+    actions, _node_after, _memory = _runs(_node(), [FAILED] * 3, census=lambda: (_held(2), 40))
     assert actions == [None, None, "drain"]
 
 
@@ -438,13 +442,18 @@ def test_before_slurmd_registers_the_node_is_left_alone_and_a_silent_controller_
     assert outcome["why"].startswith("the Slurm controller did not answer (scontrol: timed out")
 
 
-def test_drain_and_resume_are_scontrol_updates_and_the_breaker_counts_with_sinfo():
-    census = "gpu-01|idle|none\ngpu-02|drain|fabric: drift.nccl: x\ngpu-03|idle|none\n"
+def test_drain_and_resume_are_scontrol_updates_and_the_breaker_counts_with_sinfo(monkeypatch):
+    monkeypatch.setattr(node_check, "BREAKER_SETTLE", 0)
+    census = (
+        "gpu-01|idle|Unknown|none\ngpu-02|drain|2026-12-07T05:00:00|fabric: drift.nccl: x\ngpu-03|idle|Unknown|none\n"
+    )
+    after = census.replace("gpu-01|idle|Unknown|none", "gpu-01|drain|2026-12-07T05:01:00|fabric: interface.mtu[eth1]")
     memory = {"failing_runs": 3, "failing_since": 0.0}
-    module = _Scontrol([NO_JSON, (0, IDLE, ""), (0, census, ""), (0, "", "")])
+    module = _Scontrol([NO_JSON, (0, IDLE, ""), (0, census, ""), (0, "", ""), (0, after, "")])
     settings = dict(SETTINGS, max_drained=2)
     assert node_check.slurm_act(module, "gpu-01", FAILED, memory, settings, now=100.0)["action"] == "drain"
-    assert module.calls[2] == ["/usr/bin/sinfo", "-h", "-N", "-o", "%N|%t|%E", "-p", "gpu"]
+    assert module.calls[2] == ["/usr/bin/sinfo", "-h", "-N", "-o", "%N|%t|%H|%E", "-p", "gpu"]
+    assert len(module.calls) == 5  # counted again after the drain: within the limit, kept
     assert module.calls[3] == [
         "/usr/bin/scontrol",
         "update",
@@ -458,6 +467,26 @@ def test_drain_and_resume_are_scontrol_updates_and_the_breaker_counts_with_sinfo
     outcome = node_check.slurm_act(module, "gpu-01", PASSED, memory, SETTINGS, now=200.0)
     assert outcome["action"] == "resume" and outcome["error"] == "slurm_update error: Invalid node state"
     assert module.calls[2] == ["/usr/bin/scontrol", "update", "nodename=gpu-01", "state=resume"]
+
+
+def test_nodes_that_drain_at_the_same_moment_past_the_breaker_undo_their_drain(monkeypatch):
+    """Two nodes fail together and each counts the partition before the other's drain lands: both drain; counted
+    again, the one past the limit (the same second: by name) undoes its drain at once."""
+    monkeypatch.setattr(node_check, "BREAKER_SETTLE", 0)
+    before = "gpu-01|idle|Unknown|none\ngpu-02|idle|Unknown|none\n"
+    both = "gpu-01|drain|2026-12-07T05:01:00|fabric: x\ngpu-02|drain|2026-12-07T05:01:00|fabric: x\n"
+    outcomes = {}
+    for name in ("gpu-01", "gpu-02"):
+        memory = {"failing_runs": 3, "failing_since": 0.0}
+        line = IDLE.replace("NodeName=gpu-01", f"NodeName={name}")
+        module = _Scontrol([NO_JSON, (0, line, ""), (0, before, ""), (0, "", ""), (0, both, ""), (0, "", "")])
+        outcomes[name] = node_check.slurm_act(module, name, FAILED, memory, SETTINGS, now=100.0)
+        outcomes[name]["calls"], outcomes[name]["memory"] = module.calls, memory
+    assert outcomes["gpu-01"]["action"] == "drain" and len(outcomes["gpu-01"]["calls"]) == 5
+    undone = outcomes["gpu-02"]
+    assert undone["action"] == "drain undone" and undone["breaker"] is True
+    assert undone["calls"][-1] == ["/usr/bin/scontrol", "update", "nodename=gpu-02", "state=resume"]
+    assert undone["memory"]["drained_reason"] is None and undone["why"].startswith("breaker: drained at the same")
 
 
 fabric_checks = load("fabric_checks")
