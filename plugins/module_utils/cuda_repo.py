@@ -25,6 +25,7 @@ SOURCE_FILES = ("/etc/apt/sources.list",)
 SOURCE_GLOBS = ("/etc/apt/sources.list.d/*.list", "/etc/apt/sources.list.d/*.sources")
 
 _URL_RE = re.compile(r"(https?|file)://\S+")
+_CREDENTIALS_RE = re.compile(r"((?:https?|file)://)[^/@\s]+@")
 _KEYRING_VERSION_RE = re.compile(r"[0-9][0-9.]*-[0-9]+")
 _CUDA_URI_RE = re.compile(r"compute/cuda/repos/")
 _TRUSTED_RE = re.compile(r"\btrusted\s*=\s*yes\b", re.IGNORECASE)
@@ -93,6 +94,14 @@ def input_errors(repo, base_url, fingerprint, wanted_fingerprint, keyring_versio
         )
     if not isinstance(base_url, str) or not _URL_RE.fullmatch(base_url):
         errors.append(f"cuda_repo_base_url={base_url} must be an http(s):// or file:// URL")
+    elif _CREDENTIALS_RE.match(base_url):
+        # Never repeated: the URL is named without what stands before the @.
+        masked = _CREDENTIALS_RE.sub(r"\1***@", base_url, count=1)
+        errors.append(
+            f"cuda_repo_base_url={masked} holds credentials: they would be written into the apt source, and the node "
+            "check would need the network to compare them; give the URL without them and put them in "
+            "/etc/apt/auth.conf.d/ (apt_auth.conf(5)), which apt reads for that host"
+        )
     if not wanted_fingerprint:
         errors.append(
             f"cuda_repo_key_fingerprint={fingerprint} is not a full 40- or 64-hex-digit fingerprint (a key ID is "

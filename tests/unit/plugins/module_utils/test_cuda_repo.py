@@ -55,6 +55,18 @@ def test_input_errors_all_at_once():
     assert cuda_repo.input_errors(repo, "file:///srv/mirror", FP, FP, "1.1-1", distro_given=True) == []
 
 
+def test_credentials_in_the_url_are_refused_without_repeating_them():
+    """A user:password in the URL would reach the apt source, and the node check would need the network to compare
+    the masked URL the intent keeps: refused in favour of apt's auth.conf.d, the secret not in the message."""
+    repo = {"distro": "debian12", "arch": "x86_64", "host": "Debian 12 x86_64"}
+    for url in ("https://mirror-user:s3cret@mirror.example/cuda", "http://tok3n@mirror.example/cuda"):
+        (error,) = cuda_repo.input_errors(repo, url, FP, FP, "1.1-1", distro_given=True)
+        assert error.startswith("cuda_repo_base_url=") and "***@mirror.example/cuda holds credentials" in error
+        assert "s3cret" not in error and "tok3n" not in error and "mirror-user" not in error
+        assert "/etc/apt/auth.conf.d/" in error
+    assert cuda_repo.input_errors(repo, "https://mirror.example/a@b", FP, FP, "1.1-1", distro_given=True) == []
+
+
 def test_find_source_entries():
     files = {
         OWN: "# Ansible managed\ndeb [signed-by=/k] " + URL + "/ /\n",
