@@ -544,12 +544,15 @@ def _guarded(host, family, work):
     try:
         return list(work())
     except Exception as exc:  # noqa: BLE001 - the point: any exception becomes a verdict
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        message = (
-            f"the node check's {family} checks broke ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}, at "
-            f"{os.path.basename(where.filename)}:{where.lineno}): not a verdict on the node; report it with this line"
-        )
-        return [_check(host, TIER, family, "error", message)]
+        message = f"the node check's {family} checks broke ({_exception_line(exc)}): not a verdict on the node"
+        return [_check(host, TIER, family, "error", message + "; report it with this line")]
+
+
+def _exception_line(exc):
+    """``Type: message at file:line`` of an exception, on one line."""
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}{at}"
 
 
 def run_checks(document, only=(), skip=(), module_class=NodeModule, **given):
@@ -608,7 +611,8 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule, **given):
         )
         judged.append(_check(host, TIER, "deadline", "skipped", message))
     for check in judged:
-        if not selected(check["check"], only, skip):
+        # A check that broke is never hidden by the selection: it is no verdict, and must stay visible.
+        if check["status"] != "error" and not selected(check["check"], only, skip):
             check = dict(
                 check, status="skipped", message=f"skipped: not selected (node_check_skip): {check['message']}"
             )
@@ -1119,9 +1123,6 @@ def _say(line, error):
 
 
 def _broken_report(exc, started):
-    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
-    detail = " ".join(str(exc).split())[:300]
     return {
         "schema": SCHEMA,
         "host": os.uname().nodename,
@@ -1129,7 +1130,7 @@ def _broken_report(exc, started):
         "duration_seconds": time.time() - started,
         "status": "error",
         "broken": True,
-        "reason": f"the node check broke ({type(exc).__name__}: {detail}{at}): not a verdict on the node",
+        "reason": f"the node check broke ({_exception_line(exc)}): not a verdict on the node",
         "checks": None,
         "summary": None,
     }

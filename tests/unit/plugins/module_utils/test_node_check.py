@@ -720,6 +720,9 @@ def test_a_family_that_breaks_is_an_error_the_others_still_run_and_slurm_is_left
     assert report["status"] == "error" and status == node_check.EXIT_BROKEN
     assert node_check.slurm_decision(_node(), report, {}, SETTINGS, 0.0)[0] is None
     assert 'check="hca.firmware",state="error"} 1' in metrics and "gpucluster_fabric_check_up 1" in metrics
+    # A selection that leaves the family out does not hide that it broke.
+    _status, report, _metrics = _firmware_run(tmp_path, answering, {"only": ["drift.*"]})
+    assert {c["check"]: c["status"] for c in report["checks"]}["hca.firmware"] == "error"
 
 
 def test_anything_that_escapes_ends_in_a_report_and_metrics_saying_the_check_could_not_run(tmp_path, monkeypatch):
