@@ -54,6 +54,9 @@ TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 METRICS_FILE = "gpucluster_fabric.prom"
 TIER = "health"
 SCHEMA = 1
+# The collection's version (galaxy.yml's; tests/repo/test_release_metadata.py keeps the two equal): --version and
+# gpucluster_fabric_check_info say which check runs on the node.
+COLLECTION_VERSION = "0.2.0"
 # "error": the check itself broke (a bug or an input it could not read), never a node fault and never a pass.
 STATES = ("passed", "failed", "skipped", "error")
 # The families of check names, for the allow and deny lists (node_check_only, node_check_skip): a name is its family,
@@ -109,6 +112,11 @@ CONFIG_DEFAULTS = {
     "slurm_max_drained": 0.1,
 }
 LOCK_PATH = "/run/gpucluster-fabric-check.lock"
+# A converge's hold (site.yml writes it before its roles change the host and removes it once the host's new intent is
+# written): {"until": Unix time, "by": who}. While it holds, the check runs and reports but leaves Slurm alone: the
+# node differs from its intent because it is being changed to a new one, not because it broke.
+HOLD_PATH = "/run/gpucluster-fabric-check.hold"
+HOLD_MAX = 86400  # seconds from the hold's writing past which it holds nothing, whatever its "until" says
 # Bounds (seconds). Slurm kills a HealthCheckProgram that runs past 60 s (slurm.conf(5), HealthCheckProgram), and LBNL
 # NHC bounds itself at 30 s: a run waits at most LOCK_WAIT for another run's lock, then stops starting work at
 # RUN_DEADLINE (what is left is skipped, saying so), each command at most COMMAND_TIMEOUT (scontrol SLURM_TIMEOUT),
@@ -890,14 +898,42 @@ def read_memory(path):
         return {}
 
 
-def slurm_act(module, node_name, report, memory=None, settings=None, now=None):
+def read_hold(path, now):
+    """(until, by) of a converge's hold at ``path`` (HOLD_PATH) that has not expired at ``now``, else None. A hold
+    that cannot be read is no hold: the check acts as it would without one. No hold lasts past HOLD_MAX from when
+    its file was written: an interrupted converge never holds the node for good."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            written = os.fstat(handle.fileno()).st_mtime
+            hold = json.load(handle)
+        until, by = min(float(hold["until"]), written + HOLD_MAX), str(hold.get("by") or "a converge")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return (until, by) if until > now else None
+
+
+def slurm_act(module, node_name, report, memory=None, settings=None, now=None, hold=None):
     """Read the node's state, decide (slurm_decision) and act; {node, flags, reason, action, why[, error]}. Before
-    slurmd has registered the node, or while no controller answers, nothing is done."""
+    slurmd has registered the node, while no controller answers, or while a converge holds the node (``hold``:
+    read_hold's), nothing is done, and the hysteresis's streaks are left as they were."""
     memory = {} if memory is None else memory
     settings = dict(slurm_settings(CONFIG_DEFAULTS), **(settings or {}))
     node, problem = slurm_node_state(module, node_name)
     if node is None:
         return {"node": node_name, "action": None, "why": problem}
+    if hold:
+        # What failed or passed before the converge says nothing of the node it makes: the streaks start again.
+        memory.update(failing_runs=0, failing_since=None, passing_runs=0)
+        until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(hold[0]))
+        return {
+            "node": node_name,
+            "state": "+".join(sorted(node["flags"])),
+            "reason": node["reason"],
+            "action": None,
+            "held_until": hold[0],
+            "held_by": hold[1],
+            "why": f"held: {hold[1]} is changing the node (until {until} at the latest): Slurm is left as it is",
+        }
 
     def census():
         return slurm_census(module, node["partitions"])
@@ -969,10 +1005,52 @@ def _label(value):
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def check_labels(name):
+    """The labels of check ``name`` that join other series: ``check``, its ``family`` and ``subject`` (what is in
+    brackets), and where the subject is an RDMA port (``mlx5_0/1``) its ``device`` and ``port``, as node_exporter's
+    node_infiniband_* series have them, or where it is a network interface (``interface.*[eth1]``) its ``device``,
+    as node_network_* have it."""
+    family, _bracket, rest = name.partition("[")
+    subject = rest[:-1] if rest.endswith("]") else rest
+    labels = {"check": name, "family": family, "subject": subject}
+    port = re.fullmatch(r"([^/\s]+)/(\d+)", subject)
+    if port:
+        labels.update(device=port.group(1), port=port.group(2))
+    elif subject and family.startswith("interface."):
+        labels["device"] = subject
+    return labels
+
+
+# Per family, at most this many checks get series of their own (a subnet manager checks each port of the fabric:
+# 1,000 ports would be 4,000 series); past it, the checks that are not passed or skipped first, and the family's
+# counts (gpucluster_fabric_check_family) always.
+FAMILY_SERIES = 64
+
+
+def _series_checks(checks):
+    """The checks that get gpucluster_fabric_check_state series, at most FAMILY_SERIES per family, the ones that
+    failed or broke first; and {family: how many were left out}."""
+    by_family = {}
+    for check in checks:
+        by_family.setdefault(_family(check), []).append(check)
+    kept, left_out = set(), {}
+    for family, members in by_family.items():
+        if len(members) > FAMILY_SERIES:
+            members = sorted(members, key=lambda c: c["status"] not in ("failed", "error"))
+            left_out[family] = len(members) - FAMILY_SERIES
+        kept.update(id(check) for check in members[:FAMILY_SERIES])
+    return [check for check in checks if id(check) in kept], left_out
+
+
 def metrics(report):
     """The report as Prometheus text exposition (node_exporter's textfile collector reads it)."""
     up = 1 if report.get("checks") is not None else 0
     lines = [
+        "# HELP gpucluster_fabric_check_info The node check that wrote these series: the collection's version and "
+        "the report's and the intent's schemas.",
+        "# TYPE gpucluster_fabric_check_info gauge",
+        f'gpucluster_fabric_check_info{{version="{COLLECTION_VERSION}",schema="{SCHEMA}",'
+        f'intent_schema="{intent_file.SCHEMA}"}} 1',
         "# HELP gpucluster_fabric_check_up Whether the node check could check the node (0: no usable intent or "
         "configuration, or the check broke).",
         "# TYPE gpucluster_fabric_check_up gauge",
@@ -985,20 +1063,41 @@ def metrics(report):
         f"gpucluster_fabric_check_duration_seconds {report['duration_seconds']:.3f}",
     ]
     if up:
+        shown, left_out = _series_checks(report["checks"])
+        families = {}
+        for check in report["checks"]:
+            counts = families.setdefault(_family(check), dict.fromkeys(STATES, 0))
+            counts[check["status"]] = counts.get(check["status"], 0) + 1
         lines += [
             "# HELP gpucluster_fabric_checks The node check's checks of its last run, by state.",
             "# TYPE gpucluster_fabric_checks gauge",
             *(f'gpucluster_fabric_checks{{state="{state}"}} {report["summary"][state]}' for state in STATES),
+            "# HELP gpucluster_fabric_check_family The node check's checks of its last run, by family and state.",
+            "# TYPE gpucluster_fabric_check_family gauge",
+            *(
+                f'gpucluster_fabric_check_family{{family="{_label(family)}",state="{state}"}} {counts[state]}'
+                for family, counts in sorted(families.items())
+                for state in STATES
+            ),
             "# HELP gpucluster_fabric_check_state Each check's state in the node check's last run: 1 for the state "
-            "it is in, 0 for the others.",
+            f"it is in, 0 for the others ({FAMILY_SERIES} checks of a family at most, those not passed first).",
             "# TYPE gpucluster_fabric_check_state gauge",
         ]
-        for check in report["checks"]:
+        for check in shown:
+            labels = ",".join(f'{key}="{_label(value)}"' for key, value in check_labels(check["check"]).items())
             for state in STATES:
                 value = 1 if check["status"] == state else 0
-                lines.append(
-                    f'gpucluster_fabric_check_state{{check="{_label(check["check"])}",state="{state}"}} {value}'
-                )
+                lines.append(f'gpucluster_fabric_check_state{{{labels},state="{state}"}} {value}')
+        if left_out:
+            lines += [
+                "# HELP gpucluster_fabric_check_series_left_out Checks of a family without series of their own "
+                f"(past {FAMILY_SERIES}): the report has them all.",
+                "# TYPE gpucluster_fabric_check_series_left_out gauge",
+                *(
+                    f'gpucluster_fabric_check_series_left_out{{family="{_label(family)}"}} {count}'
+                    for family, count in sorted(left_out.items())
+                ),
+            ]
     slurm = report.get("slurm") or {}
     if "breaker" in slurm:
         lines += [
@@ -1006,6 +1105,13 @@ def metrics(report):
             "partition already has node_check_slurm_max_drained nodes drained by the check.",
             "# TYPE gpucluster_fabric_check_slurm_breaker gauge",
             f"gpucluster_fabric_check_slurm_breaker {1 if slurm['breaker'] else 0}",
+        ]
+    if "held_until" in slurm:
+        lines += [
+            "# HELP gpucluster_fabric_check_held_until_timestamp_seconds Until when a converge (site.yml) holds the "
+            "check's Slurm actions on this node (Unix time).",
+            "# TYPE gpucluster_fabric_check_held_until_timestamp_seconds gauge",
+            f"gpucluster_fabric_check_held_until_timestamp_seconds {slurm['held_until']:.0f}",
         ]
     return "\n".join(lines) + "\n"
 
@@ -1148,6 +1254,12 @@ def main(argv=None):
         epilog=EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {COLLECTION_VERSION} (gpucluster.fabric; report schema {SCHEMA}, intent schema "
+        f"{intent_file.SCHEMA})",
+    )
     parser.add_argument("--intent", default=intent_file.PATH)
     parser.add_argument("--config", default=CONFIG_PATH)
     parser.add_argument("--json", help="write the report here as well ('-': standard output)")
@@ -1157,6 +1269,7 @@ def main(argv=None):
     parser.add_argument("--skip", nargs="+", metavar="PATTERN", help="leave these checks out (as node_check_skip)")
     parser.add_argument("--lock", default=LOCK_PATH, help=argparse.SUPPRESS)
     parser.add_argument("--state", default=STATE_PATH, help=argparse.SUPPRESS)
+    parser.add_argument("--hold", default=HOLD_PATH, help=argparse.SUPPRESS)
     parser.add_argument("--deadline", type=float, default=RUN_DEADLINE, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
@@ -1184,7 +1297,8 @@ def main(argv=None):
             if config["slurm"] and not options.no_slurm:
                 node = config["slurm_node"] or os.uname().nodename.split(".", 1)[0]
                 memory = read_memory(options.state)
-                report["slurm"] = slurm_act(NodeModule({}), node, report, memory, slurm_settings(config))
+                hold = read_hold(options.hold, time.time())
+                report["slurm"] = slurm_act(NodeModule({}), node, report, memory, slurm_settings(config), hold=hold)
                 write_atomic(options.state, json.dumps(memory, sort_keys=True) + "\n", 0o600)
             text = json.dumps(report, indent=2, sort_keys=True) + "\n"
             if not options.no_metrics:
@@ -1203,6 +1317,8 @@ def main(argv=None):
         write_atomic(options.json, text, 0o600)
     line = report["reason"] or f"all {report['summary']['total']} checks passed or skipped"
     slurm = report.get("slurm")
+    if slurm and slurm.get("held_until"):
+        line += f"; Slurm: left alone while {slurm['held_by']} changes the node"
     if slurm and slurm.get("action"):
         line += f"; Slurm: {slurm['action']} {slurm['node']}" + (
             f" failed: {slurm['error']}" if "error" in slurm else ""

@@ -288,9 +288,9 @@ def _metrics(host):
 
 def _check_state(samples, check):
     """The state the node check's last run gave ``check`` in the scraped metrics, or None."""
-    for state in ("passed", "failed", "skipped", "error"):
-        if samples.get(("gpucluster_fabric_check_state", f'{{check="{check}",state="{state}"}}')) == 1:
-            return state
+    for (name, labels), value in samples.items():
+        if name == "gpucluster_fabric_check_state" and value == 1 and f'{{check="{check}",' in labels:
+            return re.search(r'state="(\w+)"', labels).group(1)
     return None
 
 
@@ -511,6 +511,53 @@ def test_the_same_fault_on_every_gpu_node_drains_no_more_than_the_breaker_allows
     started = time.time()
     for node in GPUS:
         _wait_for_slurm(node, False, started)
+
+
+def test_a_converge_that_changes_every_gpu_nodes_nccl_conf_drains_none_of_them(lab):
+    """site.yml adds an nccl.conf setting on every GPU node, then a second run takes it out again, with the lab's 10-s
+    timer running the check throughout: no node is drained at any moment (sinfo, read every second), because the run
+    holds each node's check (/run/gpucluster-fabric-check.hold) until the node's new intent is written, and every run
+    of the check that saw the node half-changed said it left Slurm alone."""
+    import threading
+
+    interval = _node_check_interval()
+    for node in GPUS:
+        _wait_for_checks(node, {"drift.nccl": "passed"}, time.time() - interval)
+    conf = yaml.safe_load((ROOT / "inventories/lab/group_vars/gpu_nodes.yml").read_text())["nccl_conf"]
+    changed = _inventory(
+        lab["base"] / "inventory-nccl", {n: {"nccl_conf": {**conf, "NCCL_IB_TIMEOUT": 22}} for n in GPUS}
+    )
+    seen, stop = [], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            seen.extend(f"{n}: {r}" for n, r in _drained_reasons().items() if n in GPUS)
+            for node in GPUS:  # while a run holds the node, its check also runs every second, as Slurm's might
+                _podman("exec", node, "sh", "-c", "! test -f /run/gpucluster-fabric-check.hold || "
+                        "systemctl start --no-block gpucluster-fabric-check.service", check=False)  # fmt: skip
+            stop.wait(1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    watcher.start()
+    try:
+        for inventory in (changed, lab["inventory"]):
+            proc = _playbook(inventory, "playbooks/site.yml", lab["reports"])
+            assert proc.returncode == 0, proc.stdout[-4000:]
+            assert all(_recap(proc.stdout)[node]["changed"] >= 1 for node in GPUS), proc.stdout[-2000:]
+        time.sleep(2 * interval + 5)  # and the runs after: each node as its new intent says
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen == [], seen
+    held = 0
+    for node in GPUS:
+        journal = _podman("exec", node, "journalctl", "-u", "gpucluster-fabric-check", "--since", started, "-o", "cat")
+        half = [line for line in journal.stdout.splitlines() if "failed: drift.nccl" in line]
+        assert all("Slurm: left alone while site.yml changes the node" in line for line in half), half
+        held += len(half)
+        print(f"{node}: {len(half)} run(s) of the check saw nccl.conf half-changed, each held")
+    assert held, "no run of the check fell between a node's change and its new intent: the hold was not tried"
 
 
 def test_unreachable_node_does_not_stop_the_others_and_is_reported(lab):

@@ -59,3 +59,12 @@ def test_a_playbook_naming_a_removed_filter_fails_with_the_tombstone_message(tmp
     assert result.returncode != 0, output
     assert "gpucluster.fabric.nccl_version_code" in output and "has been removed" in output
     assert "Role nccl and its module gpucluster.fabric.nccl check the version" in output
+
+
+def test_the_node_check_names_the_release_galaxy_yml_makes():
+    """--version and gpucluster_fabric_check_info on the node say galaxy.yml's version (the node has no galaxy.yml)."""
+    source = (ROOT / "plugins/module_utils/node_check.py").read_text()
+    version = yaml.safe_load((ROOT / "galaxy.yml").read_text())["version"]
+    assert f'\nCOLLECTION_VERSION = "{version}"\n' in source, (
+        "raise COLLECTION_VERSION in node_check.py with galaxy.yml"
+    )

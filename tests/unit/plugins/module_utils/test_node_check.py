@@ -97,6 +97,12 @@ def test_the_reason_is_the_first_failure_on_one_line():
     assert node_check.summary(checks) == {"passed": 1, "failed": 2, "skipped": 0, "error": 0, "total": 3}
 
 
+def _sample(check, state):
+    """The end of the gpucluster_fabric_check_state line of ``check`` in ``state``, as the metrics write it."""
+    labels = "".join(f'{key}="{value}",' for key, value in node_check.check_labels(check).items())
+    return f'{labels}state="{state}"}} 1'
+
+
 def test_metrics_have_one_series_per_check_and_state_and_escape_labels():
     checks = [_check('odd"name\\x', "failed"), _check("drift.nccl", "passed")]
     report = {
@@ -106,8 +112,12 @@ def test_metrics_have_one_series_per_check_and_state_and_escape_labels():
         "summary": node_check.summary(checks),
     }
     text = node_check.metrics(report)
-    assert 'gpucluster_fabric_check_state{check="odd\\"name\\\\x",state="failed"} 1' in text
-    assert 'gpucluster_fabric_check_state{check="drift.nccl",state="failed"} 0' in text
+    assert (
+        'gpucluster_fabric_check_state{check="odd\\"name\\\\x",family="odd\\"name\\\\x",subject="",state="failed"} 1'
+        in text
+    )
+    assert 'gpucluster_fabric_check_state{check="drift.nccl",family="drift.nccl",subject="",state="failed"} 0' in text
+    assert f'gpucluster_fabric_check_info{{version="{node_check.COLLECTION_VERSION}",schema="1",' in text
     assert 'gpucluster_fabric_checks{state="failed"} 1' in text
     assert "gpucluster_fabric_check_up 1\n" in text
     assert "gpucluster_fabric_check_last_run_timestamp_seconds 1700000000.500\n" in text
@@ -115,6 +125,42 @@ def test_metrics_have_one_series_per_check_and_state_and_escape_labels():
     assert len(samples) == 8  # two checks, four states
     down = node_check.metrics({"started": 1.0, "duration_seconds": 0.0, "checks": None})
     assert "gpucluster_fabric_check_up 0\n" in down and "gpucluster_fabric_check_state" not in down
+
+
+def test_metric_labels_join_node_exporter_and_a_subnet_managers_series_are_bounded():
+    """A port's check carries node_exporter's node_infiniband_* labels (device, port), an interface's its
+    node_network_* label (device); a family of 1,000 port checks gets FAMILY_SERIES checks' series, the failed
+    first, and its counts."""
+    assert node_check.check_labels("port.state[mlx5_0/1]") == {
+        "check": "port.state[mlx5_0/1]",
+        "family": "port.state",
+        "subject": "mlx5_0/1",
+        "device": "mlx5_0",
+        "port": "1",
+    }
+    assert node_check.check_labels("interface.mtu[ib0]")["device"] == "ib0"
+    assert "device" not in node_check.check_labels("partition.port[0x0002c90300a00001]")
+    ports = [_check(f"partition.port[0x{i:016x}]", "passed") for i in range(1000)]
+    ports[700] = _check("partition.port[0x00000000000002bc]", "failed")
+    checks = [*ports, _check("sm.master", "passed")]
+    report = {"started": 1.0, "duration_seconds": 0.5, "checks": checks, "summary": node_check.summary(checks)}
+    text = node_check.metrics(report)
+    states = [line for line in text.splitlines() if line.startswith("gpucluster_fabric_check_state{")]
+    assert len(states) == (node_check.FAMILY_SERIES + 1) * len(node_check.STATES)
+    assert _sample("partition.port[0x00000000000002bc]", "failed") in text
+    assert 'gpucluster_fabric_check_family{family="partition.port",state="passed"} 999' in text
+    assert 'gpucluster_fabric_check_series_left_out{family="partition.port"} 936' in text
+
+
+def test_version_names_the_collection_release(capsys):
+    with pytest.raises(SystemExit) as done:
+        node_check.main(["--version"])
+    assert done.value.code == 0
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith(f"{node_check.COLLECTION_VERSION} (gpucluster.fabric; report schema 1, intent schema 1)")
+    )
 
 
 def test_an_atomic_write_leaves_no_part_behind(tmp_path):
@@ -202,7 +248,7 @@ def test_the_command_writes_report_and_metrics(tmp_path):
     report = json.loads((tmp_path / "r.json").read_text())
     assert status == 1 and report["status"] == "failed"
     assert report["reason"].startswith("drift.rdma_modules: rdma_modules differs from the intent")
-    assert 'check="drift.rdma_modules",state="failed"} 1' in (tmp_path / "tf" / "gpucluster_fabric.prom").read_text()
+    assert _sample("drift.rdma_modules", "failed") in (tmp_path / "tf" / "gpucluster_fabric.prom").read_text()
 
 
 def test_firmware_settings_are_a_check_of_their_own_in_the_report_and_metrics(tmp_path):
@@ -228,7 +274,7 @@ def test_firmware_settings_are_a_check_of_their_own_in_the_report_and_metrics(tm
     assert pending["status"] == "failed" and "ATS_ENABLED: current False(0), next boot True(1)" in pending["message"]
     assert "reboot the host" in pending["message"]
     metrics = (tmp_path / "tf" / "gpucluster_fabric.prom").read_text()
-    assert 'check="hca.firmware[0000:17:00.0]",state="failed"} 1' in metrics
+    assert _sample("hca.firmware[0000:17:00.0]", "failed") in metrics
 
     (tmp_path / "state").write_text(str(fixtures / "query-loaded.txt"))  # after the reboot
     node_check.main(arguments)
@@ -489,6 +535,30 @@ def test_nodes_that_drain_at_the_same_moment_past_the_breaker_undo_their_drain(m
     assert undone["memory"]["drained_reason"] is None and undone["why"].startswith("breaker: drained at the same")
 
 
+def test_a_converge_hold_leaves_slurm_alone_restarts_the_streaks_and_expires(tmp_path):
+    """site.yml's hold (/run/gpucluster-fabric-check.hold): while it holds, a failing node is neither drained nor
+    resumed and its streaks start again; an expired, unreadable or far-future hold holds nothing for long."""
+    path = tmp_path / "hold"
+    assert node_check.read_hold(str(path), 100.0) is None  # no file
+    path.write_text(json.dumps({"until": time.time() + 60, "by": "site.yml"}))
+    until, by = node_check.read_hold(str(path), time.time())
+    assert by == "site.yml" and until > time.time()
+    assert node_check.read_hold(str(path), until + 1) is None  # expired
+    for text in ("{", "[]", '{"until": "soon"}', "null"):
+        path.write_text(text)
+        assert node_check.read_hold(str(path), time.time()) is None, text
+    path.write_text(json.dumps({"until": time.time() + 10 * 86400}))  # never past HOLD_MAX from its writing
+    assert node_check.read_hold(str(path), time.time() + node_check.HOLD_MAX + 1) is None
+    memory = {"failing_runs": 5, "failing_since": 0.0, "passing_runs": 0}
+    module = _Scontrol([NO_JSON, (0, IDLE, "")])
+    outcome = node_check.slurm_act(module, "gpu-01", FAILED, memory, SETTINGS, now=100.0, hold=(200.0, "site.yml"))
+    assert outcome["action"] is None and outcome["why"].startswith("held: site.yml is changing the node")
+    assert len(module.calls) == 2 and memory == {"failing_runs": 0, "failing_since": None, "passing_runs": 0}
+    # Held again the next run, then released: the failing runs count from the release.
+    actions, _node_after, _memory = _runs(_node(), [FAILED, FAILED, FAILED], memory, start=300.0)
+    assert actions == [None, None, "drain"]
+
+
 fabric_checks = load("fabric_checks")
 
 
@@ -695,7 +765,7 @@ def test_a_hung_tool_ends_the_run_at_its_deadline_names_the_tool_and_blocks_no_l
     assert checks["tool.timeout[mstconfig]"]["status"] == "failed"
     assert "mstconfig did not answer within 3 s" in checks["tool.timeout[mstconfig]"]["message"]
     assert checks["deadline"]["status"] == "skipped" and "health" in checks["deadline"]["message"]
-    assert 'check="tool.timeout[mstconfig]",state="failed"} 1' in metrics
+    assert _sample("tool.timeout[mstconfig]", "failed") in metrics
     # The next run takes the lock at once and checks again.
     fixtures = Path(__file__).resolve().parents[3] / "fixtures" / "mstconfig"
     answering = _stand_in(tmp_path / "mstconfig2", f'cat "{fixtures / "query-loaded.txt"}"')
@@ -719,7 +789,7 @@ def test_a_family_that_breaks_is_an_error_the_others_still_run_and_slurm_is_left
     assert "TypeError: 'NoneType' object is not subscriptable" in checks["hca.firmware"]["message"]
     assert report["status"] == "error" and status == node_check.EXIT_BROKEN
     assert node_check.slurm_decision(_node(), report, {}, SETTINGS, 0.0)[0] is None
-    assert 'check="hca.firmware",state="error"} 1' in metrics and "gpucluster_fabric_check_up 1" in metrics
+    assert _sample("hca.firmware", "error") in metrics and "gpucluster_fabric_check_up 1" in metrics
     # A selection that leaves the family out does not hide that it broke.
     _status, report, _metrics = _firmware_run(tmp_path, answering, {"only": ["drift.*"]})
     assert {c["check"]: c["status"] for c in report["checks"]}["hca.firmware"] == "error"
