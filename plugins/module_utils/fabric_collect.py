@@ -17,7 +17,7 @@ from .rdma_sysfs import read_interface_mtus
 from .roce_qos_apply import Host, apply_all, module_runner
 from .sminfo import query_all
 
-GPU_KEYS = ("gpu_present", "skipped_reason", "gpus", "affinity", "nic_count", "flagged")
+GPU_KEYS = ("gpu_present", "skipped_reason", "failed_reason", "gpus", "affinity", "nic_count", "flagged")
 # Module fabric_validate_collect's options (documented in plugins/modules/fabric_validate_collect.py).
 ARGUMENT_SPEC = {
     "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)

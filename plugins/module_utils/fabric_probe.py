@@ -63,11 +63,12 @@ def _run(module, binary, args):
 
 def probe_gpus(module, max_nic_distance="PXB", topo_text=None, query_text=None):
     """GPUs and GPU to NIC affinity from nvidia-smi (or captured output). Returns (result, error): a host without
-    nvidia-smi or without a usable driver gives gpu_present=false with skipped_reason; error is set only when
-    ``nvidia-smi topo -m`` fails after the query worked."""
+    nvidia-smi gives gpu_present=false with skipped_reason, one whose nvidia-smi fails (no usable driver or GPU)
+    gives failed_reason; error is set only when ``nvidia-smi topo -m`` fails after the query worked."""
     result = {
         "gpu_present": False,
         "skipped_reason": None,
+        "failed_reason": None,
         "gpus": [],
         "topology": {},
         "affinity": [],
@@ -82,8 +83,9 @@ def probe_gpus(module, max_nic_distance="PXB", topo_text=None, query_text=None):
         module.run_command_environ_update = C_LOCALE
         query_text, error = _run(module, binary, ["--query-gpu=" + QUERY_FIELDS, "--format=csv"])
         if error:
-            # nvidia-smi present but no usable driver/GPU: report why, do not pretend the host passed.
-            result["skipped_reason"] = error
+            # nvidia-smi installed but failing (a GPU off the bus, a driver that does not answer, a hang): a fault
+            # of the host, never a pass or a skip.
+            result["failed_reason"] = error
             return result, None
         topo_text, error = _run(module, binary, ["topo", "-m"])
         if error:

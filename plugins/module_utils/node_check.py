@@ -1098,6 +1098,16 @@ def metrics(report):
                     for family, count in sorted(left_out.items())
                 ),
             ]
+    if report.get("tool_timeouts"):
+        lines += [
+            "# HELP gpucluster_fabric_check_tool_timeout_seconds A command of the last run that did not answer within "
+            "its limit and was stopped (the checks' tools and Slurm's scontrol and sinfo): its limit.",
+            "# TYPE gpucluster_fabric_check_tool_timeout_seconds gauge",
+            *(
+                f'gpucluster_fabric_check_tool_timeout_seconds{{tool="{_label(tool)}"}} {seconds:g}'
+                for tool, seconds in sorted(report["tool_timeouts"].items())
+            ),
+        ]
     slurm = report.get("slurm") or {}
     if "breaker" in slurm:
         lines += [
@@ -1300,6 +1310,8 @@ def main(argv=None):
                 hold = read_hold(options.hold, time.time())
                 report["slurm"] = slurm_act(NodeModule({}), node, report, memory, slurm_settings(config), hold=hold)
                 write_atomic(options.state, json.dumps(memory, sort_keys=True) + "\n", 0o600)
+            # Every command of the run that ran out of time, the checks' and Slurm's (scontrol, sinfo) alike.
+            report["tool_timeouts"] = dict(NodeModule.timed_out)
             text = json.dumps(report, indent=2, sort_keys=True) + "\n"
             if not options.no_metrics:
                 _write_outputs(config, report, text)

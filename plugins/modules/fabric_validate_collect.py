@@ -107,7 +107,7 @@ ib:
   returned: always
   type: dict
 gpu:
-  description: gpu_present, skipped_reason, gpus, affinity, nic_count and flagged, as
+  description: gpu_present, skipped_reason, failed_reason, gpus, affinity, nic_count and flagged, as
     M(gpucluster.fabric.gpu_topology_info) returns them (without the raw topology).
   returned: always
   type: dict

@@ -11,7 +11,8 @@ description:
     GPU, its nearest NIC and their distance.
   - GPUs whose nearest NIC is farther than O(max_nic_distance) (default PXB, NCCL's default C(NCCL_NET_GDR_LEVEL))
     are flagged - NCCL will not use GPUDirect RDMA for them.
-  - Reads only. Safe in check mode. A host without C(nvidia-smi) returns RV(gpu_present=false) with a reason.
+  - Reads only. Safe in check mode. A host without C(nvidia-smi) returns RV(gpu_present=false) with a reason; one whose
+    C(nvidia-smi) fails (a GPU off the bus) fails the task, saying why (RV(failed_reason)).
 version_added: 0.1.0
 author: gpucluster.fabric maintainers (@gpucluster)
 options:
@@ -50,6 +51,12 @@ skipped_reason:
   description: Why nothing was inspected (no nvidia-smi, no GPU); null otherwise.
   returned: always
   type: str
+failed_reason:
+  description: Why the installed C(nvidia-smi) could not read the GPUs (a GPU off the bus, a driver that does not
+    answer); the module then fails. Null otherwise.
+  returned: always
+  type: str
+  version_added: 0.2.0
 gpus:
   description: One entry per GPU.
   returned: always
@@ -100,6 +107,7 @@ def main():
     module = build_module()
     params = module.params
     result, error = probe_gpus(module, params["max_nic_distance"], params["topo_text"], params["query_text"])
+    error = error or result["failed_reason"]
     if error:
         module.fail_json(msg=error, changed=False, **result)
     module.exit_json(changed=False, **result)

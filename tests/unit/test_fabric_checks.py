@@ -250,6 +250,14 @@ def test_absent_hardware_is_skipped_never_passed(fixture_text):
     assert result["summary"]["passed"] == 0
 
 
+def test_an_nvidia_smi_that_fails_is_a_failed_check_not_a_skip():
+    """A GPU off the bus makes the installed nvidia-smi fail: gpu.nic_affinity fails, saying what nvidia-smi said."""
+    gpu = {"gpu_present": False, "failed_reason": "nvidia-smi --query-gpu=... failed (rc=15): Unknown Error"}
+    hosts = {"gpu01": {"ib": {"rdma_present": False, "devices": [], "modules_loaded": {}}, "gpu": gpu}}
+    check = _by(evaluate(hosts, _config(["health"])), "gpu01", "gpu.nic_affinity")
+    assert check["status"] == "failed" and "rc=15): Unknown Error: the GPUs cannot be read" in check["message"]
+
+
 def test_declared_rdma_rails_without_an_rdma_device_fail():
     rails = [{"name": f"ib{i}", "expected_mtu": 4092, "mtu": None} for i in range(8)]
     no_rdma = {"rdma_present": False, "devices": [], "modules_loaded": {}}

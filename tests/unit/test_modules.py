@@ -244,3 +244,16 @@ def test_fabric_validate_collect_reads_again_while_a_port_waits_for_the_sm(tmp_p
     assert result["attempts"] == 3 and result["ib"]["devices"][0]["ports"][0]["state"] == "INIT"
     assert "failed" not in result
     assert _run(fabric_validate_collect, dict(args, settle_seconds=0), capsys)["attempts"] == 1
+
+
+def test_gpu_topology_info_fails_when_nvidia_smi_fails(monkeypatch, tmp_path, capsys):
+    """An installed nvidia-smi that cannot read the GPUs (driver gone, GPU off the bus) is a failure, not a skip."""
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(
+        "#!/bin/sh\necho 'Unable to determine the device handle for GPU0000:17:00.0: Unknown Error' >&2\nexit 15\n"
+    )
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    result = _run(gpu_topology_info, {}, capsys)
+    assert result["failed"] is True and result["gpu_present"] is False
+    assert "rc=15" in result["failed_reason"] and "Unknown Error" in result["msg"]

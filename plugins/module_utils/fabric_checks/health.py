@@ -279,6 +279,9 @@ def sm_verdict(subject, outcome, query_host, host, where_asked=""):
 
 def _gpu_health(host, data):
     gpu = data.get("gpu") or {}
+    if gpu.get("failed_reason"):
+        message = f"{gpu['failed_reason']}: the GPUs cannot be read (a GPU off the bus, or its driver not answering)"
+        return [_check(host, "health", "gpu.nic_affinity", "failed", message)]
     if not gpu.get("gpu_present"):
         reason = gpu.get("skipped_reason") or "no GPU"
         return [_check(host, "health", "gpu.nic_affinity", "skipped", f"skipped: {reason}")]

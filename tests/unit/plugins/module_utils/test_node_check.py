@@ -735,6 +735,7 @@ def _firmware_run(tmp_path, mstconfig, config=None):
     settings = {"textfile_dir": str(tmp_path / "tf"), "report": str(tmp_path / "r.json"), **(config or {})}
     (tmp_path / "check.json").write_text(json.dumps(settings))
     arguments = ["--intent", str(intent), "--config", str(tmp_path / "check.json"), "--lock", str(tmp_path / "lock")]
+    arguments += ["--state", str(tmp_path / "state.json"), "--hold", str(tmp_path / "hold")]
     status = node_check.main([*arguments, "--deadline", "3"])
     report = json.loads((tmp_path / "r.json").read_text())
     return status, report, (tmp_path / "tf" / "gpucluster_fabric.prom").read_text()
@@ -772,6 +773,25 @@ def test_a_hung_tool_ends_the_run_at_its_deadline_names_the_tool_and_blocks_no_l
     status, report, _metrics = _firmware_run(tmp_path, answering)
     assert "tool.timeout[mstconfig]" not in {c["check"] for c in report["checks"]}
     assert "deadline" not in {c["check"] for c in report["checks"]}
+
+
+def test_a_hung_scontrol_leaves_slurm_alone_within_its_limit_and_the_metrics_name_it(tmp_path, monkeypatch):
+    """A controller that never answers (scontrol hangs): the run gives Slurm SLURM_TIMEOUT, says the controller did
+    not answer, does nothing in Slurm, and the metrics name scontrol."""
+    fixtures = Path(__file__).resolve().parents[3] / "fixtures" / "mstconfig"
+    answering = _stand_in(tmp_path / "mstconfig", f'cat "{fixtures / "query-loaded.txt"}"')
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _stand_in(bin_dir / "scontrol", "exec sleep 300")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(node_check, "SLURM_TIMEOUT", 1)
+    started = time.monotonic()
+    status, report, metrics = _firmware_run(tmp_path, answering, {"slurm": True, "slurm_node": "gpu1"})
+    assert time.monotonic() - started < 8
+    assert status == node_check.EXIT_PASSED and report["slurm"]["action"] is None
+    assert report["slurm"]["why"].startswith("the Slurm controller did not answer (scontrol: timed out after 1 s")
+    assert report["tool_timeouts"] == {"scontrol": 1}
+    assert 'gpucluster_fabric_check_tool_timeout_seconds{tool="scontrol"} 1\n' in metrics
 
 
 def test_a_family_that_breaks_is_an_error_the_others_still_run_and_slurm_is_left_alone(tmp_path, monkeypatch):
