@@ -136,5 +136,5 @@ def collect(module, params):
         # The PCIe links of the GPUs and RDMA NICs, and of the ports above them (pcie.read_links), and the ACS
         # control of each bridge between a GPU and a NIC.
         "pcie": links,
-        "pcie_paths": read_gpu_nic_paths(params["root"], links),
+        "pcie_paths": read_gpu_nic_paths(params["root"], links, params["max_nic_distance"]),
     }

@@ -1,10 +1,11 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""Role rdma_modules' ACS clearing (rdma_modules_acs_clear): a bridge between a GPU and an RDMA NIC with ACS Request
-or Completion Redirect on sends GPUDirect peer-to-peer traffic up to the root complex, slower, or hangs it (NCCL's
-troubleshooting, "PCI Access Control Services (ACS)"; NVIDIA/nccl#2079). Linux turns ACS on where an IOMMU is on, at
-every boot, so clearing it once does not last: a oneshot unit clears it at every boot, with the very code the node
-check reads it with (module_utils/pcie.py, installed as it is), and the module clears it now.
+"""Role rdma_modules' ACS clearing (rdma_modules_acs_clear): a switch port between a GPU and an RDMA NIC with ACS
+Request or Completion Redirect on sends GPUDirect peer-to-peer traffic up to the root complex, slower, or hangs it
+(NCCL's troubleshooting, "PCI Access Control Services (ACS)"; NVIDIA/nccl#2079). Linux turns ACS on where an IOMMU is
+on, at every boot, so clearing it once does not last: a oneshot unit clears it at every boot, with the very code the
+node check reads it with (module_utils/pcie.py, installed as it is), and the module clears it now. Only the switch
+downstream ports of pairs that meet in a switch (pcie.acs_clear_plan), never while the IOMMU translates for them.
 
 Opt-in and reversible: turning the setting off removes the unit and its code (the bridges get their ACS back at the
 next boot). Standard library only (Python 3.8 targets).
@@ -36,6 +37,9 @@ def errors(acs_clear, mode, root, host_prefix=""):
             f"{host_prefix}rdma_modules_acs_clear is set, but this host has no GPUDirect path ({len(gpus)} NVIDIA GPU,"
             f" {len(nics)} RDMA NIC on its PCI bus): unset rdma_modules_acs_clear for this host"
         ]
+    _bridges, refusal = pcie.acs_clear_plan(root)
+    if refusal:
+        return [f"{host_prefix}rdma_modules_acs_clear is set, but {refusal}, or unset rdma_modules_acs_clear"]
     return []
 
 
@@ -83,7 +87,11 @@ def apply(module, applier, acs_clear, header):
                 module.run_command([systemctl, "enable", UNIT], check_rc=True)
     if not acs_clear:
         return outcome
-    for bridge in pcie.redirecting_bridges(root):
+    bridges, refusal = pcie.acs_clear_plan(root)
+    if refusal:
+        module.fail_json(msg=f"rdma_modules_acs_clear: ACS left as it is: {refusal}", **applier.report(outcome))
+    failed = []
+    for bridge in bridges:
         names = " ".join(pcie.acs_names(bridge["control"] & pcie.ACS_REDIRECT))
         applier.changes.append(
             {"what": f"ACS {bridge['address']}", "why": f"{names} on (ACS Control {bridge['control']:#06x})"}
@@ -94,7 +102,18 @@ def apply(module, applier, acs_clear, header):
             "after": bridge["control"] & ~pcie.ACS_REDIRECT,
         }
         if not module.check_mode:
-            written = pcie.clear_acs_redirect(root, bridge["address"])
+            try:
+                written = pcie.clear_acs_redirect(root, bridge["address"])
+            except OSError as exc:
+                failed.append(f"{bridge['address']} ({exc.strerror or exc})")
+                continue
             cleared["after"] = written[1] if written else None
         outcome["bridges"].append(cleared)
+    if failed:
+        done = ", ".join(b["address"] for b in outcome["bridges"]) or "none"
+        module.fail_json(
+            msg=f"rdma_modules_acs_clear: ACS cleared on {len(outcome['bridges'])} of {len(bridges)} bridge(s) "
+            f"({done}); not on {', '.join(failed)}: GPUDirect traffic through those still goes to the root complex",
+            **applier.report(outcome),
+        )
     return outcome

@@ -162,12 +162,56 @@ def _ancestors(root, address):
     return found
 
 
-def path_bridges(root, first, second):
-    """The bridges between two functions: those above either and below the nearest one above both (a switch's
-    downstream ports, the root ports when they meet only at the root complex)."""
+# The PCI Express capability (ID 0x10) in the standard capability list: its Device/Port Type (bits 7:4 of the
+# capabilities register at offset 2; PCIe Base Specification, "PCI Express Capabilities Register").
+PCIE_CAPABILITY = 0x10
+ROOT_PORT, UPSTREAM_PORT, DOWNSTREAM_PORT = 0x4, 0x5, 0x6
+
+
+def port_type(config):
+    """The Device/Port Type of a function's configuration space (``config``: its bytes), or None when it has no PCI
+    Express capability or the capability list was not readable (past the first 64 bytes, root only)."""
+    if len(config) < 0x40:
+        return None
+    offset, seen = config[0x34] & 0xFC, set()
+    while 0x40 <= offset <= len(config) - 4 and offset not in seen:
+        seen.add(offset)
+        if config[offset] == PCIE_CAPABILITY:
+            return (int.from_bytes(config[offset + 2 : offset + 4], "little") >> 4) & 0xF
+        offset = config[offset + 1] & 0xFC
+    return None
+
+
+def _port_type_of(root, address):
+    try:
+        with open(os.path.join(root, "sys/bus/pci/devices", address, "config"), "rb") as handle:
+            return port_type(handle.read(256))
+    except OSError:
+        return None
+
+
+# NCCL's distances between a GPU and a NIC (NCCL_NET_GDR_LEVEL, nvidia-smi topo -m), nearest first: those that meet
+# in a PCIe switch are PIX (one switch) and PXB (several); the others meet at the root complex or across sockets.
+DISTANCES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def path_bridges(root, first, second, max_distance="PXB"):
+    """The switch downstream ports between two functions that meet in a PCIe switch (their nearest common ancestor is
+    a PCI function, within ``max_distance``: PIX one switch, PXB several): the ports peer-to-peer traffic between them
+    crosses, where ACS redirect sends it up to the root complex. Functions that meet only at the root complex or
+    across sockets share no switch: [] (their traffic goes through the root complex whatever ACS says; clearing a root
+    port would take the isolation from everything below it). A function known to be a root or upstream port is
+    never one of them; one whose type cannot be read (not root) is kept, for the reader to say it cannot judge it."""
     above_first, above_second = _ancestors(root, first), _ancestors(root, second)
-    common = set(above_first) & set(above_second)
-    return [a for a in above_first if a not in common] + [a for a in above_second if a not in common]
+    common = [a for a in above_first if a in above_second]
+    if not common:
+        return []
+    meet = common[0]
+    below = above_first[: above_first.index(meet)] + above_second[: above_second.index(meet)]
+    distance = "PIX" if len(below) <= 2 else "PXB"
+    if DISTANCES.index(distance) > DISTANCES.index(max_distance if max_distance in DISTANCES else "PXB"):
+        return []
+    return [a for a in below if _port_type_of(root, a) in (DOWNSTREAM_PORT, None)]
 
 
 def read_acs(root, address):
@@ -180,12 +224,17 @@ def read_acs(root, address):
     return {"address": address, "control": acs_control(config), "readable": len(config) > 0x100}
 
 
-def read_gpu_nic_paths(root, links):
-    """[{gpu, nic, bridges: [read_acs of each]}] for every GPU and RDMA NIC of ``links`` (read_links' result)."""
+def read_gpu_nic_paths(root, links, max_distance="PXB"):
+    """[{gpu, nic, bridges: [read_acs of each]}] for every GPU and RDMA NIC of ``links`` (read_links' result) that
+    meet in a PCIe switch (path_bridges)."""
     gpus = [d["address"] for d in links if d["role"] == "GPU"]
     nics = [d["address"] for d in links if d["role"].startswith("RDMA NIC")]
     return [
-        {"gpu": gpu, "nic": nic, "bridges": [read_acs(root, bridge) for bridge in path_bridges(root, gpu, nic)]}
+        {
+            "gpu": gpu,
+            "nic": nic,
+            "bridges": [read_acs(root, bridge) for bridge in path_bridges(root, gpu, nic, max_distance)],
+        }
         for gpu in gpus
         for nic in nics
     ]
@@ -210,13 +259,31 @@ def gpudirect_functions(root="/"):
     return gpus, sorted(nics)
 
 
-def redirecting_bridges(root="/"):
-    """[{address, control}] of each bridge between a GPU and an RDMA NIC (path_bridges) whose ACS Control has Request
-    or Completion Redirect on, each once, in address order."""
+def acs_clear_plan(root="/", max_distance="PXB"):
+    """(bridges, refusal): the switch downstream ports between a GPU and an RDMA NIC (path_bridges) whose ACS Control
+    has Request or Completion Redirect on, [{address, control}] each once in address order; or, where the IOMMU
+    translates for a GPU or NIC of such a pair, no bridge and why: with ACS cleared, their peer-to-peer requests would
+    go past the IOMMU that translates their addresses, so they would reach the wrong place, or isolation is lost
+    (the collection's ``iommu`` check wants the IOMMU off or in passthrough for GPUDirect RDMA)."""
     gpus, nics = gpudirect_functions(root)
-    bridges = sorted({b for gpu in gpus for nic in nics for b in path_bridges(root, gpu, nic)})
-    found = [read_acs(root, bridge) for bridge in bridges]
-    return [{"address": f["address"], "control": f["control"]} for f in found if (f["control"] or 0) & ACS_REDIRECT]
+    pairs = {(gpu, nic): path_bridges(root, gpu, nic, max_distance) for gpu in gpus for nic in nics}
+    pairs = {pair: bridges for pair, bridges in pairs.items() if bridges}
+    devices = sorted({address for pair in pairs for address in pair})
+    translated = [a for a in devices if iommu_mode(os.path.join(root, "sys/bus/pci/devices", a)) == "translated"]
+    if translated:
+        return [], (
+            f"the IOMMU translates for {', '.join(translated)} (a DMA domain): with ACS cleared their peer-to-peer "
+            "requests would bypass it; boot with iommu=pt (passthrough) or the IOMMU off first"
+        )
+    found = [read_acs(root, bridge) for bridge in sorted({b for bridges in pairs.values() for b in bridges})]
+    return [
+        {"address": f["address"], "control": f["control"]} for f in found if (f["control"] or 0) & ACS_REDIRECT
+    ], None
+
+
+def redirecting_bridges(root="/", max_distance="PXB"):
+    """The bridges acs_clear_plan would clear (none while the IOMMU translates)."""
+    return acs_clear_plan(root, max_distance)[0]
 
 
 def clear_acs_redirect(root, address):
@@ -246,7 +313,11 @@ def main(argv=None):
         sys.stderr.write("usage: pcie.py --clear-acs-redirect [--root DIR]\n")
         return 2
     root = argv[argv.index("--root") + 1] if "--root" in argv else "/"
-    status, bridges = 0, redirecting_bridges(root)
+    bridges, refusal = acs_clear_plan(root)
+    if refusal:
+        sys.stdout.write(f"ACS left as it is: {refusal}\n")
+        return 1
+    status = 0
     for bridge in bridges:
         try:
             before, after = clear_acs_redirect(root, bridge["address"])

@@ -252,41 +252,91 @@ def _acs_tree(root, configs, config_bytes=None):
     return str(root)
 
 
-def test_acs_redirect_on_the_bridges_between_gpu_and_nic_fails_gpudirect(tmp_path):
+def test_a_real_kernels_root_ports_are_never_judged_or_cleared(tmp_path):
     """A real kernel's root ports (kernel lab, q35): with intel_iommu=on Linux turns ACS on them on (Source
-    Validation, Request and Completion Redirect, Upstream Forwarding: 0x1d); without an IOMMU it leaves it off."""
+    Validation, Request and Completion Redirect, Upstream Forwarding: 0x1d); without an IOMMU it leaves it off. A GPU
+    and a NIC behind two root ports meet at the root complex, which their traffic crosses whatever ACS says: no
+    bridge of theirs is judged or cleared (clearing a root port takes the isolation from all below it)."""
     boots = _acs_boots()
     assert [acs_control(c) for c in boots["intel_iommu=on"].values()] == [0x1D, 0x1D, None, None]
     assert [acs_control(c) for c in boots["no IOMMU"].values()] == [0, 0, None, None]
+    assert [pcie_module.port_type(c) for c in boots["intel_iommu=on"].values()] == [4, 4, 0, 0]  # root ports
+    assert pcie_module.port_type(boots["no IOMMU"]["pci0000:00/0000:00:08.0"][:64]) is None  # a user's read
     on = _acs_tree(tmp_path / "on", boots["intel_iommu=on"])
     links = read_links(on)
     assert [d["role"] for d in links] == ["GPU", "RDMA NIC mlx5_0"]
     paths = read_gpu_nic_paths(on, links)
-    assert [(p["gpu"], p["nic"], [b["address"] for b in p["bridges"]]) for p in paths] == [
-        ("0000:01:00.0", "0000:02:00.0", ["0000:00:08.0", "0000:00:09.0"])
-    ]
+    assert [(p["gpu"], p["nic"], p["bridges"]) for p in paths] == [("0000:01:00.0", "0000:02:00.0", [])]
+    (skipped,) = acs_checks("gpu1", {"pcie_paths": paths, "gpudirect": {"mode": "dmabuf"}})
+    assert (
+        skipped["status"] == "skipped" and "none of the 1 GPU-NIC pair(s) meets in a PCIe switch" in skipped["message"]
+    )
+    assert redirecting_bridges(on) == []
+    assert acs_checks("gpu1", {"pcie_paths": []})[0]["status"] == "skipped" and acs_checks("gpu1", {}) == []
+
+
+def _with_port_type(config, kind):
+    """A real root port's configuration space (the q35 capture's) as a port of another Device/Port Type: the same
+    capability lists, the PCI Express capability's type field set to ``kind``."""
+    config = bytearray(config)
+    offset = config[0x34]
+    while config[offset] != 0x10:
+        offset = config[offset + 1]
+    config[offset + 2] = (config[offset + 2] & 0x0F) | (kind << 4)
+    return bytes(config)
+
+
+def _two_socket_tree(root, config_bytes=None):
+    """Two sockets, each a root port, a PCIe switch (upstream port, two downstream ports) and a GPU and an RDMA NIC
+    behind it; an NVMe drive behind a root port of its own on the first. Every port has ACS on as Linux leaves it
+    with an IOMMU on (the q35 capture's real configuration space, 0x1d), typed as the port it stands for."""
+    port = _acs_boots()["intel_iommu=on"]["pci0000:00/0000:00:08.0"]
+    kinds = {}
+    devices = {}
+    for bus, domain in (("0", "pci0000:00"), ("8", "pci0000:80")):
+        rp, usp = f"{domain}/0000:{bus}0:01.0", f"{domain}/0000:{bus}0:01.0/0000:{bus}1:00.0"
+        kinds.update({rp: 4, usp: 5, f"{usp}/0000:{bus}2:00.0": 6, f"{usp}/0000:{bus}2:01.0": 6})
+        devices[f"{usp}/0000:{bus}2:00.0/0000:{bus}3:00.0"] = {"vendor": "0x10de", "class": "0x030200"}
+        devices[f"{usp}/0000:{bus}2:01.0/0000:{bus}4:00.0"] = {"vendor": "0x15b3", "class": "0x020700"}
+    kinds["pci0000:00/0000:00:02.0"] = 4
+    devices["pci0000:00/0000:00:02.0/0000:05:00.0"] = {"vendor": "0x144d", "class": "0x010802"}  # NVMe
+    files = {path: {"vendor": "0x8086", "class": "0x060400"} for path in kinds}
+    nics = {f"mlx5_{i}": next(p for p in devices if p.endswith(f"{bus}4:00.0")) for i, bus in enumerate("08")}
+    _tree(root, {**files, **devices}, rdma=nics)
+    for path, kind in kinds.items():
+        (root / "sys" / "devices" / path / "config").write_bytes(_with_port_type(port, kind)[:config_bytes])
+    return str(root)
+
+
+SWITCH_DOWNSTREAM = ["0000:02:00.0", "0000:02:01.0", "0000:82:00.0", "0000:82:01.0"]
+
+
+def test_acs_redirect_on_the_switch_ports_between_gpu_and_nic_fails_gpudirect(tmp_path):
+    """The two-socket tree: the GPU-NIC pairs that meet in a switch (one per socket) cross its two downstream ports;
+    the cross-socket pairs meet at no switch. ACS redirect on those four ports fails GPUDirect RDMA; the root ports,
+    the upstream ports and the NVMe drive's port are not judged."""
+    tree = _two_socket_tree(tmp_path / "tree")
+    paths = read_gpu_nic_paths(tree, read_links(tree))
+    assert {(p["gpu"], p["nic"]): [b["address"] for b in p["bridges"]] for p in paths} == {
+        ("0000:03:00.0", "0000:04:00.0"): ["0000:02:00.0", "0000:02:01.0"],
+        ("0000:03:00.0", "0000:84:00.0"): [],
+        ("0000:83:00.0", "0000:04:00.0"): [],
+        ("0000:83:00.0", "0000:84:00.0"): ["0000:82:00.0", "0000:82:01.0"],
+    }
+    assert read_gpu_nic_paths(tree, read_links(tree), "PIX") == paths  # one switch each: PIX
     (failed,) = acs_checks("gpu1", {"pcie_paths": paths, "gpudirect": {"mode": "dmabuf"}})
-    assert failed["status"] == "failed" and failed["measured"] == ["0000:00:08.0", "0000:00:09.0"]
+    assert failed["status"] == "failed" and failed["measured"] == SWITCH_DOWNSTREAM
     assert failed["message"].startswith(
-        "ACS redirects peer-to-peer traffic on 2 bridge(s) between the GPUs and NICs: 0000:00:08.0 (SrcValid, "
+        "ACS redirects peer-to-peer traffic on 4 bridge(s) between the GPUs and NICs: 0000:02:00.0 (SrcValid, "
         "ReqRedir, CmpltRedir, UpstreamFwd)"
     )
     (off,) = acs_checks("gpu1", {"pcie_paths": paths, "gpudirect": {"mode": "none"}})
-    assert off["status"] == "skipped" and off["measured"] == ["0000:00:08.0", "0000:00:09.0"]
-    clear = _acs_tree(tmp_path / "off", boots["no IOMMU"])
-    (passed,) = acs_checks(
-        "gpu1", {"pcie_paths": read_gpu_nic_paths(clear, read_links(clear)), "gpudirect": {"mode": "peermem"}}
-    )
-    assert (
-        passed["status"] == "passed"
-        and passed["message"] == "no ACS redirect on the 2 bridge(s) of the 1 GPU-NIC path(s)"
-    )
-    unread = _acs_tree(tmp_path / "user", boots["intel_iommu=on"], config_bytes=64)  # what a non-root read gets
+    assert off["status"] == "skipped" and off["measured"] == SWITCH_DOWNSTREAM
+    unread = _two_socket_tree(tmp_path / "user", config_bytes=64)  # what a non-root read gets
     (skipped,) = acs_checks(
         "gpu1", {"pcie_paths": read_gpu_nic_paths(unread, read_links(unread)), "gpudirect": {"mode": "dmabuf"}}
     )
     assert skipped["status"] == "skipped" and "(run as root)" in skipped["message"]
-    assert acs_checks("gpu1", {"pcie_paths": []})[0]["status"] == "skipped" and acs_checks("gpu1", {}) == []
 
 
 class _Applying:
@@ -305,36 +355,44 @@ class _Applying:
         os.replace(src, dest)
 
 
-def test_acs_clearing_turns_only_the_redirect_bits_off_now_and_installs_the_boot_unit(tmp_path):
-    """The kernel lab's real root-port configuration space (intel_iommu=on: 0x1d) on a tree: clearing keeps Source
-    Validation and Upstream Forwarding (0x11), after which the check passes; the unit runs this very file."""
-    boots = _acs_boots()
-    on = _acs_tree(tmp_path / "on", boots["intel_iommu=on"])
-    assert [b["address"] for b in redirecting_bridges(on)] == ["0000:00:08.0", "0000:00:09.0"]
-    applier = Applier(_Applying(), root=on)
+def test_acs_clearing_turns_only_the_redirect_bits_off_on_the_switch_ports_now_and_at_boot(tmp_path):
+    """The two-socket tree: clearing keeps Source Validation and Upstream Forwarding (0x11) on the four switch
+    downstream ports only (root ports, upstream ports and the NVMe drive's port keep 0x1d), after which the check
+    passes; the unit runs this very file."""
+    tree = _two_socket_tree(tmp_path / "on")
+
+    def controls(root):
+        found = {}
+        for path in Path(root, "sys/bus/pci/devices").iterdir():
+            config = Path(path, "config")
+            if config.exists():
+                found[path.name] = acs_control(config.read_bytes())
+        return found
+
+    before = controls(tree)
+    assert [b["address"] for b in redirecting_bridges(tree)] == SWITCH_DOWNSTREAM
+    applier = Applier(_Applying(), root=tree)
     outcome = gpudirect_acs.apply(_Applying(), applier, True, "# Ansible managed")
-    assert outcome["bridges"] == [
-        {"address": "0000:00:08.0", "before": 0x1D, "after": 0x11},
-        {"address": "0000:00:09.0", "before": 0x1D, "after": 0x11},
-    ]
+    assert outcome["bridges"] == [{"address": a, "before": 0x1D, "after": 0x11} for a in SWITCH_DOWNSTREAM]
     assert [c["what"] for c in applier.changes] == [
         gpudirect_acs.CODE,
         gpudirect_acs.UNIT_FILE,
-        "ACS 0000:00:08.0",
-        "ACS 0000:00:09.0",
+        *(f"ACS {a}" for a in SWITCH_DOWNSTREAM),
     ]
-    assert redirecting_bridges(on) == []
-    paths = read_gpu_nic_paths(on, read_links(on))
-    assert [acs_control(Path(on, "sys/bus/pci/devices", a, "config").read_bytes()) for a in ("0000:00:08.0",)] == [0x11]
+    after = controls(tree)
+    assert {a for a in after if after[a] != before[a]} == set(SWITCH_DOWNSTREAM)
+    assert after["0000:00:01.0"] == after["0000:01:00.0"] == after["0000:00:02.0"] == 0x1D  # root, upstream, NVMe
+    assert redirecting_bridges(tree) == []
+    paths = read_gpu_nic_paths(tree, read_links(tree))
     (passed,) = acs_checks("gpu1", {"pcie_paths": paths, "gpudirect": {"mode": "dmabuf", "acs_clear": True}})
     assert passed["status"] == "passed" and "cleared at every boot by gpucluster-acs-clear.service" in passed["message"]
-    unit = Path(on, gpudirect_acs.UNIT_FILE.lstrip("/")).read_text()
+    unit = Path(tree, gpudirect_acs.UNIT_FILE.lstrip("/")).read_text()
     assert f"ExecStart=/usr/bin/python3 {gpudirect_acs.CODE} --clear-acs-redirect" in unit
-    installed = Path(on, gpudirect_acs.CODE.lstrip("/"))
+    installed = Path(tree, gpudirect_acs.CODE.lstrip("/"))
     assert installed.read_text() == Path(pcie_module.__file__).read_text()
 
-    # The boot: the installed file itself, as the unit runs it, on a tree whose bridges got their ACS back.
-    again = _acs_tree(tmp_path / "boot", boots["intel_iommu=on"])
+    # The boot: the installed file itself, as the unit runs it, on a tree whose ports got their ACS back.
+    again = _two_socket_tree(tmp_path / "boot")
     run = subprocess.run(
         [sys.executable, "-I", str(installed), "--clear-acs-redirect", "--root", again],
         capture_output=True,
@@ -343,17 +401,65 @@ def test_acs_clearing_turns_only_the_redirect_bits_off_now_and_installs_the_boot
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[0] == (
-        "0000:00:08.0: ACS Control 0x001d -> 0x0011 (SrcValid ReqRedir CmpltRedir UpstreamFwd -> SrcValid UpstreamFwd)"
+        "0000:02:00.0: ACS Control 0x001d -> 0x0011 (SrcValid ReqRedir CmpltRedir UpstreamFwd -> SrcValid UpstreamFwd)"
     )
-    assert redirecting_bridges(again) == []
+    assert len(run.stdout.splitlines()) == 4 and redirecting_bridges(again) == []
 
     # Nothing left to clear: no change; turned off: the unit and its code go (the ACS comes back at the next boot).
-    applier = Applier(_Applying(), root=on)
-    assert gpudirect_acs.apply(_Applying(), applier, True, "# Ansible managed")["bridges"] == [] and not applier.changes
-    applier = Applier(_Applying(), root=on)
+    applier = Applier(_Applying(), root=tree)
+    assert gpudirect_acs.apply(_Applying(), applier, True, "# Ansible managed")["bridges"] == []
+    assert not applier.changes
+    applier = Applier(_Applying(), root=tree)
     gpudirect_acs.apply(_Applying(), applier, False, "# Ansible managed")
     assert [c["why"] for c in applier.changes] == ["it is not wanted (removed)"] * 2
-    assert not Path(on, gpudirect_acs.UNIT_FILE.lstrip("/")).exists()
+    assert not Path(tree, gpudirect_acs.UNIT_FILE.lstrip("/")).exists()
+
+
+class _Failed(Exception):
+    pass
+
+
+class _Failing(_Applying):
+    @staticmethod
+    def fail_json(msg, **result):
+        raise _Failed(msg, result)
+
+
+def test_acs_is_left_as_it_is_while_the_iommu_translates_for_the_pair_and_the_refusal_says_why(tmp_path):
+    tree = _two_socket_tree(tmp_path / "tree")
+    _with_iommu_group(tree, "0000:03:00.0", "DMA")
+    bridges, refusal = pcie_module.acs_clear_plan(tree)
+    assert bridges == [] and refusal.startswith("the IOMMU translates for 0000:03:00.0 (a DMA domain)")
+    (error,) = gpudirect_acs.errors(True, "dmabuf", tree, "gpu1: ")
+    assert error.startswith("gpu1: rdma_modules_acs_clear is set, but the IOMMU translates for 0000:03:00.0")
+    assert "boot with iommu=pt (passthrough) or the IOMMU off first" in error
+    with pytest.raises(_Failed, match="ACS left as it is: the IOMMU translates"):
+        gpudirect_acs.apply(_Failing(), Applier(_Failing(), root=tree), True, "# Ansible managed")
+    run = subprocess.run(
+        [sys.executable, "-I", pcie_module.__file__, "--clear-acs-redirect", "--root", tree],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 1 and run.stdout.startswith("ACS left as it is: the IOMMU translates for 0000:03:00.0")
+    assert redirecting_bridges(tree) == [] and pcie_module.acs_clear_plan(tmp_path / "none")[1] is None
+
+
+def test_a_partial_acs_clear_is_reported_as_one(tmp_path, monkeypatch):
+    tree = _two_socket_tree(tmp_path / "tree")
+    real = pcie_module.clear_acs_redirect
+
+    def clear(root, address):
+        if address == "0000:82:01.0":
+            raise OSError(5, "Input/output error")
+        return real(root, address)
+
+    monkeypatch.setattr(pcie_module, "clear_acs_redirect", clear)
+    with pytest.raises(_Failed) as failed:
+        gpudirect_acs.apply(_Failing(), Applier(_Failing(), root=tree), True, "# Ansible managed")
+    message, result = failed.value.args
+    assert message.startswith("rdma_modules_acs_clear: ACS cleared on 3 of 4 bridge(s) (0000:02:00.0, 0000:02:01.0, ")
+    assert "not on 0000:82:01.0 (Input/output error)" in message and result["changed"] is True
 
 
 def test_acs_clearing_is_refused_without_a_gpudirect_path(tmp_path):

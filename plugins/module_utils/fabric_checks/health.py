@@ -570,14 +570,22 @@ def roce_gid_checks(host, data):
 
 
 def acs_checks(host, data):
-    """``pcie.acs``: no bridge between a GPU and an RDMA NIC (pcie.path_bridges) has ACS Request or Completion
-    Redirect on where GPUDirect RDMA is on: redirected, the GPU-NIC traffic goes up to the root complex, slower or
-    not at all (NCCL's troubleshooting, "PCI Access Control Services (ACS)"; NVIDIA/nccl#1737, #2079)."""
+    """``pcie.acs``: no switch downstream port between a GPU and an RDMA NIC that meet in a PCIe switch
+    (pcie.path_bridges) has ACS Request or Completion Redirect on where GPUDirect RDMA is on: redirected, the GPU-NIC
+    traffic goes up to the root complex, slower or not at all (NCCL's troubleshooting, "PCI Access Control Services
+    (ACS)"; NVIDIA/nccl#1737, #2079). Pairs that meet only at the root complex are not judged: their traffic crosses
+    it whatever ACS says."""
     paths = data.get("pcie_paths")
     if paths is None:
         return []
     if not paths:
         return [_check(host, "health", "pcie.acs", "skipped", "skipped: no GPU and RDMA NIC on this host")]
+    if not any(path["bridges"] for path in paths):
+        message = (
+            f"skipped: none of the {len(paths)} GPU-NIC pair(s) meets in a PCIe switch: no switch port between them "
+            "to judge (a pair that meets at the root complex crosses it whatever ACS says)"
+        )
+        return [_check(host, "health", "pcie.acs", "skipped", message)]
     gpudirect = (data.get("gpudirect") or {}).get("mode")
     cleared_at_boot = bool((data.get("gpudirect") or {}).get("acs_clear"))
     bridges = {bridge["address"]: bridge for path in paths for bridge in path["bridges"]}
