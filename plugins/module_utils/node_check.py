@@ -32,8 +32,8 @@ import time
 import traceback
 
 from . import intent as intent_file
-from .fabric_checks import check as _check
 from .fabric_checks import (
+    PENDING_REBOOT,
     collected_record,
     expected_interface_mtus,
     firmware_checks,
@@ -41,6 +41,7 @@ from .fabric_checks import (
     sm_verdict,
     with_sm,
 )
+from .fabric_checks import check as _check
 from .fabric_checks.isolation import isolation_checks
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
 from .fabric_collect import CollectError, collect
@@ -701,11 +702,16 @@ def _family(check):
 
 
 def node_faults(report):
-    """The failed checks of ``report`` that are this node's own (not FABRIC_WIDE), or None when the run judged nothing
-    (it could not check, or it broke)."""
+    """The failed checks of ``report`` that are this node's own faults, or None when the run judged nothing (it could
+    not check, or it broke). Not faults of the node: FABRIC_WIDE checks, and firmware settings that only wait for a
+    reboot (a planned change on its way: hca_firmware_reboot_method)."""
     if report.get("status") not in ("passed", "failed") or report.get("checks") is None:
         return None
-    return [c for c in report["checks"] if c["status"] == "failed" and _family(c) not in FABRIC_WIDE]
+    return [
+        c
+        for c in report["checks"]
+        if c["status"] == "failed" and _family(c) not in FABRIC_WIDE and c.get("unit") != PENDING_REBOOT
+    ]
 
 
 def parse_scontrol_node(text):

@@ -21,6 +21,7 @@ from .fleet import (  # noqa: F401
     software_versions,
 )
 from .health import (  # noqa: F401
+    PENDING_REBOOT,
     SM_HINT,
     _gpu_health,
     _nccl_conf_health,

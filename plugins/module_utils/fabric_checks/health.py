@@ -621,6 +621,11 @@ def acs_checks(host, data):
 NCCL_ACS = NCCL_TROUBLESHOOTING + "#pci-access-control-services-acs"
 
 
+# The unit of an hca.firmware check that fails only because settings wait for a reboot: a planned change on its way
+# (hca_firmware_reboot_method), which the node check shows but never drains a node for.
+PENDING_REBOOT = "settings waiting for a reboot"
+
+
 def firmware_checks(host, applied):
     """``hca.firmware[<address>]`` for each adapter module hca_firmware read (``applied``: its result; None: the site
     names no firmware setting, no check). A setting not wanted at the next boot fails with both values and the fix; a
@@ -656,7 +661,7 @@ def firmware_checks(host, applied):
                 f"{subject}: set for the next boot, not loaded yet: {'; '.join(pending)}: reboot the host (or"
                 " hca_firmware_reboot: true) to load them"
             )
-            checks.append(_check(host, "health", name, "failed", message, bad, 0, "settings"))
+            checks.append(_check(host, "health", name, "failed", message, bad, 0, PENDING_REBOOT))
         else:
             listed = ", ".join(f"{key}={item['current']}" for key, item in sorted(settings.items()))
             checks.append(_check(host, "health", name, "passed", f"{subject}: {listed}, as wanted", 0, 0, "settings"))

@@ -414,6 +414,22 @@ def test_fabric_wide_faults_never_drain_a_node():
     assert actions == [None] * 5
 
 
+def test_firmware_settings_that_only_wait_for_a_reboot_never_drain_a_node():
+    """hca.firmware fails while settings wait for a reboot (a planned change: Slurm reboots the node when its jobs
+    end, hca_firmware_reboot_method slurm); it shows, and drains nothing. A wrong next-boot value does drain."""
+    device = {"device_type": "ConnectX-7", "settings": {"ATS_ENABLED": {
+        "current": "False", "next": "True", "wanted": "True", "current_ok": False, "next_ok": True}}}  # fmt: skip
+    (pending,) = fabric_checks.firmware_checks("gpu1", {"devices": {"0000:17:00.0": device}})
+    assert pending["status"] == "failed" and "set for the next boot, not loaded yet" in pending["message"]
+    waiting = {"status": "failed", "checks": [pending], "reason": ""}
+    actions, _node_after, _memory = _runs(_node(), [waiting] * 4)
+    assert actions == [None] * 4
+    device["settings"]["ATS_ENABLED"].update(next="False", next_ok=False)
+    (wrong,) = fabric_checks.firmware_checks("gpu1", {"devices": {"0000:17:00.0": device}})
+    actions, _node_after, _memory = _runs(_node(), [{"status": "failed", "checks": [wrong], "reason": ""}] * 3)
+    assert actions == [None, None, "drain"]
+
+
 def test_the_breaker_stops_new_drains_when_the_partition_has_its_share_drained():
     actions, _node_after, _memory = _runs(_node(), [FAILED] * 4, census=lambda: (_held(1), 2))  # a tenth of 2: one
     assert actions == [None] * 4
