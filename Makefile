@@ -311,6 +311,11 @@ bench-site: venv host-deps mirror  ## benchmark site.yml against the blog's scri
 	LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $(LAB_SUITE)
 	$(BIN)/python tests/bench/site_bench.py $(BENCH_ARGS)
 
+.PHONY: bench-opensm
+bench-opensm: venv host-deps  ## benchmark partitions rendering, OpenSM and the node check's isolation on 1,000 ibsim HCAs
+	LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) tests/lab/images/build-image.sh $(LAB_SUITE)
+	LAB_IMAGE_REPO=$(LAB_IMAGE_REPO) LAB_SUITE=$(LAB_SUITE) tests/bench/opensm_bench.sh $(BENCH_ARGS)
+
 .PHONY: clean
 clean:  ## remove the venvs and build outputs (lab images stay cached in podman)
 	rm -rf $(VENV) $(ROOT)/.venv-core-* $(ROOT)/.build

@@ -4,7 +4,9 @@
    collection's module_utils directly and, with --ansible, through `ansible-playbook` and the filter on hostvars.
 2. Real OpenSM on a large ibsim fat-tree (default 1,000 HCAs, 18 per leaf, 18 spines): time for ibsim to load,
    OpenSM to reach MASTER and finish its first heavy sweep with the partitions, P_Key tables checked on sampled
-   ports with smpquery; then a membership change applied with SIGHUP and the time until the sampled ports show it.
+   ports with smpquery; the node check's isolation family on the subnet manager (node_check.isolation: every port's
+   P_Key table read with smpquery, side by side, under the run's deadline) on the whole fabric; then a membership
+   change applied with SIGHUP and the time until the sampled ports show it.
 
     python3 tests/bench/opensm_bench.py [--guids 10000] [--hcas 1000] [--ansible] [--skip-fabric]
 
@@ -31,6 +33,7 @@ import collection  # noqa: E402  tests/lab/collection.py
 COLLECTIONS = collection.importable()
 sys.path.insert(0, os.path.join(ROOT, "tests", "lab", "ibsim"))
 import gen_fabric  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import node_check  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import (  # noqa: E402
     partitions_conf,
     resolve_partitions,
@@ -200,6 +203,7 @@ def bench_fabric(n_hcas, per_leaf, spines, samples):
 
         bad = [g for g in sample if memberships_of(lab.pkeys(lids[g][0])) != expected(g, False)]
         print(f"fabric: P_Key tables of {len(sample)} sampled ports match the inventory: {not bad} {bad[:3]}")
+        bench_isolation(lab, part_file, sm_guid, len(lids))
         # membership change: storage becomes a full member of 'training'
         with open(part_file, "w") as handle:
             handle.write(partitions_conf(partitions(extra_full_host=True), hostvars, groups, DEFAULT_POLICY))
@@ -222,6 +226,32 @@ def bench_fabric(n_hcas, per_leaf, spines, samples):
         if lab:
             lab.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def bench_isolation(lab, part_file, sm_guid, ports):
+    """The node check's isolation family as a subnet manager's run does it (node_check.isolation, under the run's
+    deadline), with the environment that attaches the diagnostics to the simulated SM port (the lab's
+    opensm_diag_environment)."""
+    with open(part_file) as handle:
+        opensm = {"applier": {"partitions": handle.read()}, "diag_environment": {
+            key: lab.env[key] for key in ("LD_PRELOAD", "SIM_HOST", "OSM_TMP_DIR", "OSM_CACHE_DIR")}}  # fmt: skip
+    node_check.NodeModule.deadline = time.monotonic() + node_check.RUN_DEADLINE
+    node_check.NodeModule.timed_out = []
+    try:
+        started = time.perf_counter()
+        checks = node_check.isolation("sm", opensm, node_check.NodeModule({}), sm_guid)
+        took = time.perf_counter() - started
+    finally:
+        node_check.NodeModule.deadline = None
+    states = {}
+    for check in checks:
+        states[check["status"]] = states.get(check["status"], 0) + 1
+    port_checks = len([c for c in checks if c["check"].startswith("partition.port[")])
+    print(
+        f"node check isolation: {port_checks} of {ports} CA ports judged ({len(checks)} checks: {states}) in "
+        f"{took:.1f} s, {node_check.ISOLATION_WORKERS} smpquery at once; commands timed out: "
+        f"{len(node_check.NodeModule.timed_out)}"
+    )
 
 
 def main():
