@@ -11,6 +11,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible_collections.gpucluster.fabric.plugins.action import roce_qos
 from ansible_collections.gpucluster.fabric.plugins.action.declared_vars import ActionModule as DeclaredVarsAction
+from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.preflight import failure_message
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import (
     INTENT_TASKS,
@@ -19,7 +20,7 @@ from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks impo
     selected_by_tags,
 )
 
-ROLES = ("rdma_core", "rdma_modules", "hca_firmware", "cuda_repo", "nccl", "fabric_interfaces", "roce_qos")
+ROLES = concerns.applied_together()  # the registry of concerns: the GPU nodes' appliers
 # An argument taken from an earlier role's result in the same call: what cuda_repo read of the repository in check
 # mode (before apt has lists of it) is what nccl checks its build against, as role nccl reads cuda_repo_applied.
 INPUTS = {"nccl": {"offered_index": ["gpucluster.fabric.cuda_repo", "offered_nccl"]}}

@@ -9,7 +9,7 @@ and one report of every problem (plugins/plugin_utils/preflight.py)."""
 from ansible.errors import AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.gpucluster.fabric.plugins.action.declared_vars import ActionModule as DeclaredVarsAction
-from ansible_collections.gpucluster.fabric.plugins.filter.preflight import SITE_ROLES
+from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
 from ansible_collections.gpucluster.fabric.plugins.module_utils.intent import document
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.preflight import failure_message, report
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import RoleChecksMixin
@@ -25,10 +25,12 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
         task_vars = dict(task_vars or {})
         host = task_vars.get("inventory_hostname", "?")
         args = self._task.args
-        roles = [role for role in SITE_ROLES if role in list(args.get("roles") or [])]
-        unknown = sorted(set(args.get("roles") or []) - set(SITE_ROLES))
+        roles = [role for role in concerns.roles() if role in list(args.get("roles") or [])]
+        unknown = sorted(set(args.get("roles") or []) - set(concerns.roles()))
         if unknown:
-            raise AnsibleError(f"preflight: unknown roles {', '.join(unknown)}; the roles are {', '.join(SITE_ROLES)}")
+            raise AnsibleError(
+                f"preflight: unknown roles {', '.join(unknown)}; the roles are {', '.join(concerns.roles())}"
+            )
         result["changed"] = False
 
         facts, failure = self._gather(task_vars)

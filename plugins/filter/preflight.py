@@ -7,23 +7,6 @@ import difflib
 
 from ansible.errors import AnsibleFilterError
 
-# What site.yml applies, in its order: every role on GPU nodes but opensm, which runs on the subnet managers, and
-# node_check, which runs on both.
-SITE_ROLES = (
-    "rdma_core",
-    "rdma_modules",
-    "hca_firmware",
-    "fabric_interfaces",
-    "roce_qos",
-    "cuda_repo",
-    "nccl",
-    "opensm",
-    "node_check",
-    "fabric_validate",
-)
-SM_ROLES = ("opensm",)
-EVERY_HOST_ROLES = ("node_check",)
-
 
 def _strip(options):
     stripped = {}
@@ -44,29 +27,34 @@ def argument_spec_without_defaults(data, entry_point="main"):
 
 
 def site_roles(value, gpu=None, sm=None):
-    """gpucluster_roles validated and in site.yml's order; None means every role."""
+    """gpucluster_roles validated and in site.yml's order (the registry of concerns: every role on GPU nodes but
+    opensm, which runs on the subnet managers, and node_check, which runs on both); None means every role."""
+    # Imported at the call: a filter file imports no module_utils when it is loaded (plugin_utils/lazy.py).
+    from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
+
+    site, on_sms, on_every = concerns.roles(), concerns.roles("sm"), concerns.roles("every")
     if value is None:
-        names = list(SITE_ROLES)
+        names = list(site)
     else:
         if isinstance(value, str):
             value = [part for part in (p.strip() for p in value.split(",")) if part]
         if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
             raise AnsibleFilterError(
-                f"gpucluster_roles={value!r} is not a list of role names; list some of {', '.join(SITE_ROLES)}"
+                f"gpucluster_roles={value!r} is not a list of role names; list some of {', '.join(site)}"
             )
-        unknown = [name for name in value if name not in SITE_ROLES]
+        unknown = [name for name in value if name not in site]
         if unknown:
             hints = []
             for name in unknown:
-                close = difflib.get_close_matches(name, SITE_ROLES, n=1)
+                close = difflib.get_close_matches(name, site, n=1)
                 hints.append(f"{name!r}" + (f" (did you mean {close[0]}?)" if close else ""))
             raise AnsibleFilterError(
-                f"gpucluster_roles names unknown roles {', '.join(hints)}; the roles are {', '.join(SITE_ROLES)}"
+                f"gpucluster_roles names unknown roles {', '.join(hints)}; the roles are {', '.join(site)}"
             )
-        names = [name for name in SITE_ROLES if name in value]
+        names = [name for name in site if name in value]
     if gpu is None and sm is None:
         return names
-    return [name for name in names if ((gpu or sm) if name in EVERY_HOST_ROLES else sm if name in SM_ROLES else gpu)]
+    return [name for name in names if ((gpu or sm) if name in on_every else sm if name in on_sms else gpu)]
 
 
 class FilterModule:

@@ -31,7 +31,7 @@ options:
     type: list
     elements: str
     required: true
-    choices: [rdma_core, rdma_modules, cuda_repo, nccl, fabric_interfaces, roce_qos]
+    choices: [rdma_core, rdma_modules, hca_firmware, fabric_interfaces, roce_qos, cuda_repo, nccl]
 attributes:
   action:
     description:

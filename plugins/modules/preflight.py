@@ -31,7 +31,8 @@ options:
     type: list
     elements: str
     required: true
-    choices: [rdma_core, rdma_modules, cuda_repo, nccl, fabric_interfaces, roce_qos, opensm, fabric_validate]
+    choices: [rdma_core, rdma_modules, hca_firmware, fabric_interfaces, roce_qos, cuda_repo, nccl, opensm, node_check,
+      fabric_validate]
   unknown_vars:
     description:
       - The undeclared-variable check, C(error), C(warn) or C(ignore), as

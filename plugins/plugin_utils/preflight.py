@@ -7,11 +7,7 @@ undeclared-variable check (declared_vars), each role's argument spec, and each r
 failure per role is kept). This module turns their results into one list of messages per host.
 """
 
-SPEC_HINT = {
-    "nccl": "or leave nccl out of gpucluster_roles to not manage NCCL here",
-    "cuda_repo": "or leave cuda_repo out of gpucluster_roles where the site has its own CUDA repository",
-    "fabric_interfaces": "or leave fabric_interfaces out of gpucluster_roles",
-}
+from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
 
 
 def _is_failed(result):
@@ -28,7 +24,7 @@ def spec_messages(host, spec_results):
         role = result.get("item", "?")
         failed.append(role)
         errors = result.get("argument_errors") or [result.get("msg") or "validation failed"]
-        hint = SPEC_HINT.get(role)
+        hint = getattr(concerns.get(role), "without", None)
         for error in errors:
             text = f"{host}: gpucluster.fabric.{role}: {error}"
             if hint and "required" in str(error):

@@ -505,6 +505,30 @@ def test_a_hung_tool_is_a_failed_check_naming_it_and_blocks_no_later_run(lab):
     _wait_for_slurm(node, False, started)
 
 
+def test_a_check_that_cannot_run_fails_its_unit_says_up_0_and_logs_at_error_priority(lab):
+    """An unusable input (the check's configuration holds a JSON string, not a mapping): the run exits 2, which the
+    unit counts as a failure (systemctl is-failed), the metrics node_exporter serves say up 0, and the journal has
+    the reason at error priority. The configuration back, the next run checks the node again."""
+    node = GPUS[0]
+    config = "/etc/gpucluster/fabric-check.json"
+    _podman("exec", node, "sh", "-c", f"cp -p {config} /root/fabric-check.json.saved && echo '\"x\"' > {config}")
+    try:
+        run = _podman("exec", node, "systemctl", "start", "gpucluster-fabric-check.service", check=False)
+        assert run.returncode != 0, run
+        state = _podman("exec", node, "systemctl", "is-failed", "gpucluster-fabric-check.service", check=False)
+        assert state.stdout.strip() == "failed", state
+        assert _metrics(node)[("gpucluster_fabric_check_up", "")] == 0
+        errors = _podman(
+            "exec", node, "journalctl", "-u", "gpucluster-fabric-check", "-p", "err", "-n", "1", "-o", "cat"
+        )
+        assert "fabric: error: config: cannot read " + config in errors.stdout, errors.stdout
+    finally:
+        _podman("exec", node, "cp", "-p", "/root/fabric-check.json.saved", config)
+        _podman("exec", node, "systemctl", "reset-failed", "gpucluster-fabric-check.service", check=False)
+    _podman("exec", node, "systemctl", "start", "gpucluster-fabric-check.service")
+    assert _metrics(node)[("gpucluster_fabric_check_up", "")] == 1
+
+
 def test_the_same_fault_on_every_gpu_node_drains_no_more_than_the_breaker_allows(lab):
     """Every GPU node's fabric MTU set by hand at once, as a shared cause would: the breaker
     (node_check_slurm_max_drained: a tenth of the partition, at least one node) counts the check's drains with Slurm's

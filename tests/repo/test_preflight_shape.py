@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpucluster.fabric.plugins.filter.preflight import SITE_ROLES
+from ansible_collections.gpucluster.fabric.plugins.module_utils.concerns import roles
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils import role_checks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,11 +22,11 @@ def test_one_task_checks_every_role_in_site_order():
     assert check["register"] == "__gpucluster_preflight" and "any_errors_fatal" not in check
     assert check["tags"] == ["always"]  # the later plays rely on its facts and skip the checks it passed
     # The checks run in site.yml's order: cuda_repo's offered NCCL builds are read by nccl's.
-    assert list(SITE_ROLES).index("cuda_repo") < list(SITE_ROLES).index("nccl")
+    assert list(roles()).index("cuda_repo") < list(roles()).index("nccl")
 
 
 def test_every_role_has_its_check():
-    for role in SITE_ROLES:
+    for role in roles():
         checks = role_checks.Checks
         own = callable(getattr(checks, f"_check_{role}", None))
         on_host = callable(getattr(checks, f"_step_{role}", None)) and callable(getattr(checks, f"_judge_{role}", None))
@@ -71,7 +71,7 @@ def test_the_roles_checks_run_through_the_same_plugin():
         assert "when" not in task, role  # a host without anything to apply is still checked
         action = (ROOT / "plugins" / "action" / f"{module}.py").read_text()
         assert f'ROLE = "{role}"' in action and "CheckedApplierAction" in action
-    for role in SITE_ROLES:
+    for role in roles():
         assert not (ROOT / "roles" / role / "tasks" / "preflight.yml").exists(), role
 
 
@@ -88,7 +88,7 @@ def test_site_imports_the_playbooks_of_every_role():
         if "gpucluster.fabric.apply" in task
     ]
     intent = (ROOT / "playbooks" / "intent.yml").read_text()
-    for role in SITE_ROLES:
+    for role in roles():
         if role == "node_check":  # installed with the intent, from its settings there, in the same call
             module = (ROOT / "plugins" / "modules" / "fabric_intent.py").read_text()
             assert "gpucluster.fabric.fabric_intent:" in intent and "node_check_install.install(" in module

@@ -5,10 +5,10 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpucluster.fabric.plugins.filter.preflight import (
-    SITE_ROLES,
     argument_spec_without_defaults,
     site_roles,
 )
+from ansible_collections.gpucluster.fabric.plugins.module_utils.concerns import roles
 
 ROLES = Path(__file__).resolve().parents[4] / "roles"
 
@@ -50,11 +50,11 @@ def test_unknown_entry_point():
 
 
 def test_site_roles_default_is_every_role_in_site_order():
-    assert site_roles(None) == list(SITE_ROLES)
-    assert site_roles(None, gpu=True, sm=False) == [r for r in SITE_ROLES if r != "opensm"]
+    assert site_roles(None) == list(roles())
+    assert site_roles(None, gpu=True, sm=False) == [r for r in roles() if r != "opensm"]
     assert site_roles(None, gpu=False, sm=True) == ["opensm", "node_check"]
     assert site_roles(None, gpu=False, sm=False) == []
-    assert site_roles(None, gpu=True, sm=True) == list(SITE_ROLES)
+    assert site_roles(None, gpu=True, sm=True) == list(roles())
 
 
 def test_site_roles_from_a_list_or_an_extra_vars_string():
@@ -80,4 +80,4 @@ def test_site_roles_refuses_unknown_names(value, expected):
 
 
 def test_site_roles_match_the_roles_directory():
-    assert set(SITE_ROLES) == {p.name for p in ROLES.iterdir() if (p / "tasks" / "main.yml").is_file()}
+    assert set(roles()) == {p.name for p in ROLES.iterdir() if (p / "tasks" / "main.yml").is_file()}

@@ -1,0 +1,64 @@
+"""The registry of concerns (plugins/module_utils/concerns.py) is the one list of them: the documentation's choices
+and the node's appliers follow it, and no other code lists concern names.
+
+Issue 55's first step: the lists that still exist elsewhere are named in STILL_LISTED, each to be read from the
+registry in turn; a new list anywhere fails this test, and so does an entry of STILL_LISTED that no longer lists."""
+
+import ast
+from pathlib import Path
+
+import yaml
+from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns, node_apply
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMES = set(concerns.roles())
+# (file, the line of the literal): lists of concern names that are still to read the registry.
+STILL_LISTED = {
+    ("plugins/plugin_utils/role_checks.py", "INTENT_TASKS"),
+    ("plugins/action/apply.py", "NOTHING_TO_APPLY"),
+}
+
+
+def _documented_choices(module):
+    text = (ROOT / "plugins" / "modules" / f"{module}.py").read_text()
+    documentation = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+    return documentation["options"]["roles"]["choices"]
+
+
+def test_the_documentation_lists_the_registrys_roles():
+    assert _documented_choices("preflight") == list(concerns.roles())
+    assert _documented_choices("apply") == list(concerns.applied_together())
+
+
+def test_the_node_runs_an_applier_for_each_concern_that_has_one():
+    assert {name.rsplit(".", 1)[-1] for name in node_apply.APPLIERS} == set(concerns.appliers().values())
+
+
+def _listings(path):
+    """(name it is assigned to, or the line) of each tuple, list, set or dict literal of three concern names or more."""
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            owner = node.targets[0].id
+        else:
+            continue
+        for literal in ast.walk(node.value):
+            items = literal.keys if isinstance(literal, ast.Dict) else getattr(literal, "elts", None)
+            if not isinstance(literal, (ast.Tuple, ast.List, ast.Set, ast.Dict)) or items is None:
+                continue
+            named = [i.value for i in items if isinstance(i, ast.Constant) and i.value in NAMES]
+            if len(named) >= 3:
+                found.add(owner)
+    return found
+
+
+def test_no_code_but_the_registry_lists_the_concerns():
+    found = set()
+    for path in sorted((ROOT / "plugins").rglob("*.py")) + sorted((ROOT / "tools").rglob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        if relative == "plugins/module_utils/concerns.py":
+            continue
+        found |= {(relative, owner) for owner in _listings(path)}
+    assert found - STILL_LISTED == set(), "list the concerns in plugins/module_utils/concerns.py and read them there"
+    assert STILL_LISTED - found == set(), "no longer listed there: take it out of STILL_LISTED"
