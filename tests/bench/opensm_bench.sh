@@ -11,7 +11,7 @@ network=gpucluster-bench
 podman network exists "$network" || podman network create --subnet 10.89.76.0/24 "$network" >/dev/null
 trap 'podman network rm -f "$network" >/dev/null 2>&1 || true' EXIT
 "$root/.venv/bin/python" "$root/tests/lab/collection.py" >/dev/null 2>&1 || true  # the collections root link
-podman run --rm --network "$network" -v "$root:$root" -w "$root" "$image" sh -c '
+podman run --rm --network "$network" -e BENCH_CWD="${BENCH_CWD-/dev/shm}" -v "$root:$root" -w "$root" "$image" sh -c '
   set -e
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null && apt-get install -y -qq ibsim-utils opensm infiniband-diags >/dev/null
