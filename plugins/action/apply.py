@@ -14,7 +14,6 @@ from ansible_collections.gpucluster.fabric.plugins.action.declared_vars import A
 from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.preflight import failure_message
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import (
-    INTENT_TASKS,
     RoleChecksMixin,
     read_keyring_deb,
     selected_by_tags,
@@ -76,8 +75,8 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
         only, skip = task_vars.get("ansible_run_tags") or [], task_vars.get("ansible_skip_tags") or []
         selected, problems = [], []
         for role in roles:
-            tasks_file, module = INTENT_TASKS[role][:2]
-            if selected_by_tags(checks.role_vars(role).task(tasks_file, module).get("tags"), only, skip):
+            concern = concerns.get(role)
+            if selected_by_tags(checks.role_vars(role).task(concern.task, concern.module).get("tags"), only, skip):
                 selected.append(role)  # else the run's tags leave this role's applier out, as they would its task
         # Where the site preflight did not check the host for a role: its argument spec (as import_role's
         # rolespec_validate would check it), then its input checks (the preflight's code: one host call for those
@@ -91,8 +90,8 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
             problems += [m if m.startswith(f"{host}:") else f"{host}: gpucluster.fabric.{role}: {m}" for m in messages]
         steps, mine = [], {}
         for role in selected if not problems else []:
-            tasks_file, module = INTENT_TASKS[role][:2]
-            args = checks.role_vars(role).task_args(tasks_file, module)
+            module = concerns.get(role).module
+            args = checks.role_vars(role).task_args(concerns.get(role).task, module)
             args.pop("role_checks", None)  # done above, for the roles that needed it
             if role == "cuda_repo":  # the controller's cuda-keyring .deb, as role cuda_repo's action plugin reads it
                 missing = read_keyring_deb(args, self._role_file)

@@ -1,47 +1,66 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 """The registry of concerns: every concern the collection manages, once, in site.yml's order, with the hosts it
-applies to and the module that applies it (the applier, which the node check also runs in check mode for its drift).
+applies to, the module its role's task calls, and how that task's arguments make the concern's part of the intent.
 
-Whatever lists the concerns reads them here: the site preflight's roles (filter site_roles), module apply's roles,
-the appliers a node runs (node_apply.APPLIERS, checked against this by tests/unit), and the documentation's choices
-(checked by tests/repo/test_concerns.py, which also fails on a list of concern names anywhere else). Standard library
-only (Python 3.8 targets): the node check ships it.
+Whatever lists the concerns reads them here: the site preflight's roles (filter site_roles), module apply's roles
+and the task each applies, the intent's parts (plugin_utils/role_checks.py), the appliers a node runs
+(node_apply.APPLIERS, checked against this by tests/repo/test_concerns.py, which also fails on a list of concern
+names anywhere else), and the documentation's choices. Standard library only (Python 3.8 targets).
 """
 
 from collections import namedtuple
 
-# role: the role (and the concern's name); hosts: "gpu" (the GPU nodes), "sm" (the subnet managers) or "every" (both);
-# applier: the module that makes the concern's part of the intent true, or None (a role of its own kind: node_check
-# installs the check, fabric_validate measures); in_apply: whether module apply runs it in the GPU nodes' plays;
-# without: what the preflight adds to a missing required value, where a site can do without the concern.
-Concern = namedtuple("Concern", ("role", "hosts", "applier", "in_apply", "without"), defaults=(None,))
+# role: the role (and the concern's name); hosts: "gpu" (the GPU nodes), "sm" (the subnet managers) or "every";
+# module: the module its role's task calls (None: fabric_validate, which measures); task: that task's file in
+# roles/<role>/tasks; leave_out: the task's arguments that steer the run only (tags, state, controller-side helpers),
+# not the intent; drift: whether the node check runs the module in check mode (node_apply.APPLIERS) for its drift;
+# in_apply: whether module apply runs it in the GPU nodes' plays; without: what the preflight adds to a missing
+# required value, where a site can do without the concern.
+Concern = namedtuple(
+    "Concern", ("role", "hosts", "module", "task", "leave_out", "drift", "in_apply", "without"), defaults=(None,)
+)
+_HOST = ("state", "host")
 
 CONCERNS = (
-    Concern("rdma_core", "gpu", "gpucluster.fabric.rdma_core", True),
-    Concern("rdma_modules", "gpu", "gpucluster.fabric.rdma_modules", True),
-    Concern("hca_firmware", "gpu", "gpucluster.fabric.hca_firmware", True),
+    Concern("rdma_core", "gpu", "gpucluster.fabric.rdma_core", "apply.yml", _HOST, True, True),
+    Concern("rdma_modules", "gpu", "gpucluster.fabric.rdma_modules", "apply.yml", _HOST, True, True),
+    Concern("hca_firmware", "gpu", "gpucluster.fabric.hca_firmware", "apply.yml", _HOST, True, True),
     Concern(
         "fabric_interfaces",
         "gpu",
         "gpucluster.fabric.fabric_interfaces",
+        "main.yml",
+        ("role_checks", "run_tags", "skip_tags", "host"),
+        True,
         True,
         "or leave fabric_interfaces out of gpucluster_roles",
     ),
-    Concern("roce_qos", "gpu", "gpucluster.fabric.roce_qos", True),
+    Concern("roce_qos", "gpu", "gpucluster.fabric.roce_qos", "main.yml", ("role_checks",), True, True),
     Concern(
         "cuda_repo",
         "gpu",
         "gpucluster.fabric.cuda_repo",
+        "main.yml",
+        ("run_tags", "skip_tags", "host", "keyring_deb_src"),
+        True,
         True,
         "or leave cuda_repo out of gpucluster_roles where the site has its own CUDA repository",
     ),
     Concern(
-        "nccl", "gpu", "gpucluster.fabric.nccl", True, "or leave nccl out of gpucluster_roles to not manage NCCL here"
+        "nccl",
+        "gpu",
+        "gpucluster.fabric.nccl",
+        "apply.yml",
+        ("state", "host", "offered_index", "before_repository", "library_in_place"),
+        True,
+        True,
+        "or leave nccl out of gpucluster_roles to not manage NCCL here",
     ),
-    Concern("opensm", "sm", "gpucluster.fabric.opensm", False),
-    Concern("node_check", "every", None, False),
-    Concern("fabric_validate", "gpu", None, False),
+    # OpenSM's keys stay in opensm.conf, which OpenSM reads: its task's conf is never templated for the intent.
+    Concern("opensm", "sm", "gpucluster.fabric.opensm", "configure.yml", ("conf", "state", "host"), True, False),
+    Concern("node_check", "every", "gpucluster.fabric.node_check", "main.yml", ("role_checks", "host"), False, False),
+    Concern("fabric_validate", "gpu", None, None, (), False, False),
 )
 HOSTS = ("gpu", "sm", "every")
 
@@ -51,14 +70,14 @@ def roles(hosts=None):
     return tuple(c.role for c in CONCERNS if hosts is None or c.hosts == hosts)
 
 
-def appliers():
-    """{applier module: role} of every concern that has an applier."""
-    return {c.applier: c.role for c in CONCERNS if c.applier}
-
-
 def get(role):
     """The concern of ``role``, or None."""
     return next((c for c in CONCERNS if c.role == role), None)
+
+
+def appliers():
+    """{module: role} of every concern whose module the node check runs in check mode (node_apply.APPLIERS)."""
+    return {c.module: c.role for c in CONCERNS if c.drift}
 
 
 def applied_together():

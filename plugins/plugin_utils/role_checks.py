@@ -21,8 +21,8 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.template import trust_as_template
 from ansible.vars.clean import namespace_facts
 
+from ..module_utils import concerns, node_check_install
 from ..module_utils import hca_firmware as hca_firmware_rules
-from ..module_utils import node_check_install
 from ..module_utils import rdma_core as rdma_core_rules
 from .mlxconfig_params import CATALOGUE
 from .preflight import failure_message
@@ -151,31 +151,9 @@ def result_messages(result):
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-# Each applier's part of the intent: the arguments its role's task gives it, less what only steers this run (tags, the
-# state, the controller-side helpers), so that the node check can run the applier in check mode with them (the file
-# header is kept: it is part of each file's content). Roles without an applier give the values listed.
-INTENT_TASKS = {
-    "rdma_core": ("apply.yml", "gpucluster.fabric.rdma_core", ("state", "host")),
-    "rdma_modules": ("apply.yml", "gpucluster.fabric.rdma_modules", ("state", "host")),
-    "hca_firmware": ("apply.yml", "gpucluster.fabric.hca_firmware", ("state", "host")),
-    "cuda_repo": (
-        "main.yml",
-        "gpucluster.fabric.cuda_repo",
-        ("run_tags", "skip_tags", "host", "keyring_deb_src"),
-    ),
-    "nccl": (
-        "apply.yml",
-        "gpucluster.fabric.nccl",
-        ("state", "host", "offered_index", "before_repository", "library_in_place"),
-    ),
-    "fabric_interfaces": (
-        "main.yml",
-        "gpucluster.fabric.fabric_interfaces",
-        ("role_checks", "run_tags", "skip_tags", "host"),
-    ),
-    "roce_qos": ("main.yml", "gpucluster.fabric.roce_qos", ("role_checks",)),
-    "node_check": ("main.yml", "gpucluster.fabric.node_check", ("role_checks", "host")),
-}
+# Each role's part of the intent: the arguments its role's task gives its module (concerns.CONCERNS: the task file and
+# what to leave out), so that the node check can run the applier in check mode with them (the file header is kept:
+# it is part of each file's content). Roles whose part is read from their variables instead give the values listed.
 INTENT_VARS = {
     # OpenSM's keys stay in opensm.conf, which OpenSM reads: never in the intent. The node check reads the unit and
     # the diagnostics' environment (a third item: key -> variable, added to the role's part).
@@ -201,10 +179,6 @@ INTENT_VARS = {
         (),
     ),
 }
-
-# Roles without an applier of node_apply whose files the node check still compares: the arguments of the role's
-# module task, less what is secret (opensm.conf holds the keys: the task's ``conf`` is never templated here).
-INTENT_FILES = {"opensm": ("configure.yml", "gpucluster.fabric.opensm", ("conf", "state", "host"))}
 
 
 class Checks:
@@ -270,17 +244,16 @@ class Checks:
         (the state ``checked``, the link probe's result, the NCCL builds the repository offers) steers arguments the
         intent leaves out, or none of the applier's."""
         rv = self._views.get(role) or self.role_vars(role, self._extra(role))
-        if role in INTENT_TASKS:
-            tasks_file, module, leave_out = INTENT_TASKS[role]
-            return rv.task_args(tasks_file, module, leave_out=leave_out)
+        concern = concerns.get(role)
+        if role not in INTENT_VARS:
+            return rv.task_args(concern.task, concern.module, leave_out=concern.leave_out)
         source, leave_out, *extra = INTENT_VARS[role]
         if isinstance(source, dict):
             return {key: rv.get(name) for key, name in source.items()}
         part = {key: value for key, value in dict(rv.get(source) or {}).items() if key not in leave_out}
         part.update({key: rv.get(name) for key, name in (extra[0] if extra else {}).items()})
-        if role in INTENT_FILES:  # the files the role's applier writes, as its task renders them
-            tasks_file, module, leave_out = INTENT_FILES[role]
-            part["applier"] = rv.task_args(tasks_file, module, leave_out=leave_out)
+        if concern.task:  # the files the role's module writes, as its task renders them
+            part["applier"] = rv.task_args(concern.task, concern.module, leave_out=concern.leave_out)
         return part
 
     def _extra(self, role):

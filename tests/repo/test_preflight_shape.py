@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
 from ansible_collections.gpucluster.fabric.plugins.module_utils.concerns import roles
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils import role_checks
 
@@ -108,12 +109,12 @@ def test_an_apply_task_carries_the_tags_of_its_roles_appliers():
                 if "gpucluster.fabric.apply" not in task:
                     continue
                 seen += 1
-                roles = [r for r in role_checks.INTENT_TASKS if f"'{r}'" in task["gpucluster.fabric.apply"]["roles"]]
+                roles = [r for r in concerns.applied_together() if f"'{r}'" in task["gpucluster.fabric.apply"]["roles"]]
                 expected = set()
                 for role in roles:
-                    tasks_file, module = role_checks.INTENT_TASKS[role][:2]
-                    for entry in yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text()):
-                        if module in entry:
+                    concern = concerns.get(role)
+                    for entry in yaml.safe_load((ROOT / "roles" / role / "tasks" / concern.task).read_text()):
+                        if concern.module in entry:
                             expected |= set(entry.get("tags") or [])
                 assert roles and set(task.get("tags") or []) == expected, (name, roles)
     assert seen >= 2
