@@ -529,6 +529,54 @@ def test_a_check_that_cannot_run_fails_its_unit_says_up_0_and_logs_at_error_prio
     assert _metrics(node)[("gpucluster_fabric_check_up", "")] == 1
 
 
+def test_a_fault_that_comes_and_goes_every_run_changes_nothing_in_slurm(lab):
+    """A stand-in nvidia-smi that fails in every other run of the check (a GPU dropping off the bus and coming back):
+    the node's runs, the timer's and slurmd's alike, fail and pass in turn, and Slurm never drains the node (sinfo every
+    second, over four intervals): the hysteresis wants two failing runs in a row."""
+    node = GPUS[0]
+    interval = _node_check_interval()
+    _wait_for_checks(node, {"gpu.nic_affinity": "skipped"}, time.time() - interval)
+    # Each run of the check flips the answer (a run is told by the report the run before it wrote): the calls of one
+    # run agree.
+    stand_in = """#!/bin/sh
+run=/run/nvidia-smi.run; flag=/run/nvidia-smi.failed
+this=$(stat -c %Y /var/lib/gpucluster/fabric-check.json)
+if [ "$(cat $run 2>/dev/null)" != "$this" ]; then
+    echo "$this" >$run
+    if [ -e $flag ]; then rm -f $flag; echo passes >>/run/nvidia-smi.runs; else
+        touch $flag; echo fails >>/run/nvidia-smi.runs; fi
+fi
+if [ -e $flag ]; then echo 'Unable to determine the device handle for GPU0000:17:00.0: Unknown Error' >&2; exit 15; fi
+echo 'index, name, pci.bus_id, driver_version, memory.total [MiB]'
+"""
+    subprocess.run(
+        [
+            "podman",
+            "exec",
+            "-i",
+            node,
+            "sh",
+            "-c",
+            "cat >/usr/local/bin/nvidia-smi && chmod 755 /usr/local/bin/nvidia-smi",
+        ],
+        input=stand_in,
+        text=True,
+        check=True,
+    )
+    seen = []
+    try:
+        deadline = time.time() + 4 * interval
+        while time.time() < deadline:
+            seen += [reason for name, reason in _drained_reasons().items() if name == node]
+            time.sleep(1)
+    finally:
+        runs = _podman("exec", node, "cat", "/run/nvidia-smi.runs", check=False).stdout.split()
+        _podman("exec", node, "sh", "-c", "rm -f /usr/local/bin/nvidia-smi /run/nvidia-smi.*")
+    assert seen == [], seen
+    assert runs.count("fails") >= 2 and runs.count("passes") >= 2, runs  # the timer's runs and slurmd's, in turn
+    print(f"{node}: runs {' '.join(runs)}: no drain")
+
+
 def test_the_same_fault_on_every_gpu_node_drains_no_more_than_the_breaker_allows(lab):
     """Every GPU node's fabric MTU set by hand at once, as a shared cause would: the breaker
     (node_check_slurm_max_drained: a tenth of the partition, at least one node) counts the check's drains with Slurm's
