@@ -15,6 +15,7 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.preflight import failure_message
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import (
     RoleChecksMixin,
+    nothing_to_apply,
     read_keyring_deb,
     selected_by_tags,
 )
@@ -23,27 +24,8 @@ ROLES = concerns.applied_together()  # the registry of concerns: the GPU nodes' 
 # An argument taken from an earlier role's result in the same call: what cuda_repo read of the repository in check
 # mode (before apt has lists of it) is what nccl checks its build against, as role nccl reads cuda_repo_applied.
 INPUTS = {"nccl": {"offered_index": ["gpucluster.fabric.cuda_repo", "offered_nccl"]}}
-
-
-def _no_interfaces(args):
-    if args.get("interfaces"):
-        return None
-    return {"changed": False, "msg": "no fabric interface: nothing to apply"}
-
-
-def _no_settings(args):
-    if args.get("settings"):
-        return None
-    return {"changed": False, "msg": "no firmware setting is named: nothing to read", "reboot_required": False}
-
-
-# A role's result when its module has nothing to do (it is then not run), and what its own action plugin adds to the
-# module's result (none: the module's result as it is).
-NOTHING_TO_APPLY = {
-    "fabric_interfaces": _no_interfaces,
-    "hca_firmware": _no_settings,
-    "roce_qos": roce_qos.nothing_to_apply,
-}
+# What a role's own action plugin adds to its module's result (none: the module's result as it is). A module with
+# nothing to do is not run: role_checks.nothing_to_apply, the concern's own rule.
 WITH_REQUEST = {"roce_qos": roce_qos.with_request}
 
 
@@ -96,7 +78,7 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
             if role == "cuda_repo":  # the controller's cuda-keyring .deb, as role cuda_repo's action plugin reads it
                 missing = read_keyring_deb(args, self._role_file)
                 problems += [f"{host}: gpucluster.fabric.cuda_repo: {error}" for error in missing]
-            nothing = NOTHING_TO_APPLY.get(role, lambda a: None)(args)
+            nothing = nothing_to_apply(role, args)
             if nothing is not None:
                 mine[role] = WITH_REQUEST.get(role, lambda r, a: r)(nothing, args)
                 continue

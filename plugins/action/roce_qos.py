@@ -10,13 +10,6 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import CheckedApplierAction
 
 
-def nothing_to_apply(args):
-    """The result when the host has no RoCE interface (the module is then not run), else None."""
-    if args.get("interfaces"):
-        return None
-    return {"changed": False, "interfaces": {}, "unsupported": [], "msg": "no RoCE interface: nothing to apply"}
-
-
 def with_request(result, args):
     """The module's result, with what was asked beside it (``settings``, ``require_pfc``): role roce_qos registers it
     as the fact gpucluster_roce_qos, which fabric_validate reads the live QoS back against."""
@@ -29,9 +22,6 @@ def with_request(result, args):
 class ActionModule(CheckedApplierAction, ActionBase):
     ROLE = "roce_qos"
     MODULE = "gpucluster.fabric.roce_qos"
-
-    def _nothing_to_apply(self, args):
-        return nothing_to_apply(args)
 
     def run(self, tmp=None, task_vars=None):
         return with_request(super().run(tmp, task_vars), self._task.args)

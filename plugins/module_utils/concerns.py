@@ -15,17 +15,20 @@ from collections import namedtuple
 # module: the module its role's task calls (None: fabric_validate, which measures); task: that task's file in
 # roles/<role>/tasks; leave_out: the task's arguments that steer the run only (tags, state, controller-side helpers),
 # not the intent; drift: whether the node check runs the module in check mode (node_apply.APPLIERS) for its drift;
-# in_apply: whether module apply runs it in the GPU nodes' plays; without: what the preflight adds to a missing
-# required value, where a site can do without the concern.
+# in_apply: whether module apply runs it in the GPU nodes' plays; code: the module_utils module holding the module's
+# code (its run, its ARGUMENT_SPEC, and nothing_to_apply(args) where some arguments leave nothing to do);
+# without: what the preflight adds to a missing required value, where a site can do without the concern.
 Concern = namedtuple(
-    "Concern", ("role", "hosts", "module", "task", "leave_out", "drift", "in_apply", "without"), defaults=(None,)
+    "Concern",
+    ("role", "hosts", "module", "task", "leave_out", "drift", "in_apply", "code", "without"),
+    defaults=(None,),
 )
 _HOST = ("state", "host")
 
 CONCERNS = (
-    Concern("rdma_core", "gpu", "gpucluster.fabric.rdma_core", "apply.yml", _HOST, True, True),
-    Concern("rdma_modules", "gpu", "gpucluster.fabric.rdma_modules", "apply.yml", _HOST, True, True),
-    Concern("hca_firmware", "gpu", "gpucluster.fabric.hca_firmware", "apply.yml", _HOST, True, True),
+    Concern("rdma_core", "gpu", "gpucluster.fabric.rdma_core", "apply.yml", _HOST, True, True, "rdma_core"),
+    Concern("rdma_modules", "gpu", "gpucluster.fabric.rdma_modules", "apply.yml", _HOST, True, True, "rdma_modules"),
+    Concern("hca_firmware", "gpu", "gpucluster.fabric.hca_firmware", "apply.yml", _HOST, True, True, "hca_firmware"),
     Concern(
         "fabric_interfaces",
         "gpu",
@@ -34,9 +37,10 @@ CONCERNS = (
         ("role_checks", "run_tags", "skip_tags", "host"),
         True,
         True,
+        "fabric_interfaces_apply",
         "or leave fabric_interfaces out of gpucluster_roles",
     ),
-    Concern("roce_qos", "gpu", "gpucluster.fabric.roce_qos", "main.yml", ("role_checks",), True, True),
+    Concern("roce_qos", "gpu", "gpucluster.fabric.roce_qos", "main.yml", ("role_checks",), True, True, "roce_qos_node"),
     Concern(
         "cuda_repo",
         "gpu",
@@ -45,6 +49,7 @@ CONCERNS = (
         ("run_tags", "skip_tags", "host", "keyring_deb_src"),
         True,
         True,
+        "cuda_repo_probe",
         "or leave cuda_repo out of gpucluster_roles where the site has its own CUDA repository",
     ),
     Concern(
@@ -55,12 +60,31 @@ CONCERNS = (
         ("state", "host", "offered_index", "before_repository", "library_in_place"),
         True,
         True,
+        "nccl",
         "or leave nccl out of gpucluster_roles to not manage NCCL here",
     ),
     # OpenSM's keys stay in opensm.conf, which OpenSM reads: its task's conf is never templated for the intent.
-    Concern("opensm", "sm", "gpucluster.fabric.opensm", "configure.yml", ("conf", "state", "host"), True, False),
-    Concern("node_check", "every", "gpucluster.fabric.node_check", "main.yml", ("role_checks", "host"), False, False),
-    Concern("fabric_validate", "gpu", None, None, (), False, False),
+    Concern(
+        "opensm",
+        "sm",
+        "gpucluster.fabric.opensm",
+        "configure.yml",
+        ("conf", "state", "host"),
+        True,
+        False,
+        "opensm_apply",
+    ),
+    Concern(
+        "node_check",
+        "every",
+        "gpucluster.fabric.node_check",
+        "main.yml",
+        ("role_checks", "host"),
+        False,
+        False,
+        "node_check_install",
+    ),
+    Concern("fabric_validate", "gpu", None, None, (), False, False, None),
 )
 HOSTS = ("gpu", "sm", "every")
 

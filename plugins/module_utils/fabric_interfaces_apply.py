@@ -370,6 +370,14 @@ ARGUMENT_SPEC = {
 }
 
 
+def nothing_to_apply(args):
+    """The result when the host has no fabric interface (the module is then not run, by module apply, the role's
+    action or the node check alike), else None."""
+    if args.get("interfaces"):
+        return None
+    return {"changed": False, "msg": "no fabric interface: nothing to apply"}
+
+
 def run(module):
     """Module fabric_interfaces: each step the run names, each changing only what differs."""
     module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}

@@ -250,6 +250,13 @@ def input_errors(params):
     return setting_errors(params["settings"]) + device_errors(params["devices"])
 
 
+def nothing_to_apply(args):
+    """The result when the site names no firmware setting (the module is then not run), else None."""
+    if args.get("settings"):
+        return None
+    return {"changed": False, "msg": "no firmware setting is named: nothing to read", "reboot_required": False}
+
+
 def run(module):
     """Module hca_firmware on ``module`` (an AnsibleModule, or a stand-in): exits through it.
 

@@ -325,6 +325,12 @@ def drift_check(host, role, args, module_class=NodeModule):
     # A role whose intent holds more than its applier's arguments keeps those under ``applier`` (opensm: its unit
     # and diagnostics' environment beside what its task writes).
     arguments = dict((args or {}).get("applier", args or {}))
+    # Arguments that leave the applier nothing to do (no interface, no setting named): site.yml does not run it, so
+    # neither does the check (the concern's own rule, its code's nothing_to_apply).
+    nothing = getattr(sys.modules.get(run.__module__), "nothing_to_apply", None)
+    if nothing is not None and nothing(arguments) is not None:
+        message = f"{role}: {nothing(arguments).get('msg') or 'nothing to apply'}"
+        return _check(host, TIER, name, "passed", message, 0, 0, "changes"), nothing(arguments)
     if "state" in spec:
         arguments["state"] = "present"
     try:

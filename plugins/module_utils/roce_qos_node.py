@@ -32,6 +32,13 @@ def _no_pfc(results):
     return [name for name, result in results.items() if result["pfc"]["state"] == UNSUPPORTED]
 
 
+def nothing_to_apply(args):
+    """The result when the host has no RoCE interface (the module is then not run), else None."""
+    if args.get("interfaces"):
+        return None
+    return {"changed": False, "interfaces": {}, "unsupported": [], "msg": "no RoCE interface: nothing to apply"}
+
+
 def run(module):
     """Module roce_qos: every setting read and compared, then written where it differs (none when PFC is required and
     a NIC cannot take it); with ``persist``, what re-applies them at boot."""

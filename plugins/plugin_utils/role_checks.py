@@ -14,6 +14,7 @@ later steps would trip on what it could not read), as a role's own tasks would s
 """
 
 import base64
+import importlib
 from pathlib import Path
 
 from ansible.errors import AnsibleError
@@ -179,6 +180,17 @@ INTENT_VARS = {
         (),
     ),
 }
+
+
+def nothing_to_apply(role, args):
+    """The result of ``role``'s module when ``args`` leave it nothing to do (the nothing_to_apply of its code, which
+    the registry of concerns names), else None: module apply, the role's own action and the node check agree."""
+    concern = concerns.get(role)
+    if concern is None or not concern.code:
+        return None
+    code = importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.module_utils.{concern.code}")
+    hook = getattr(code, "nothing_to_apply", None)
+    return hook(args) if hook else None
 
 
 class Checks:
@@ -436,4 +448,4 @@ class CheckedApplierAction(RoleChecksMixin):
 
     def _nothing_to_apply(self, args):
         """The result when the module has nothing to do with these arguments (it is then not run), else None."""
-        return None
+        return nothing_to_apply(self.ROLE, args)

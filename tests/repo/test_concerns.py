@@ -1,8 +1,6 @@
 """The registry of concerns (plugins/module_utils/concerns.py) is the one list of them: the documentation's choices
-and the node's appliers follow it, and no other code lists concern names.
-
-Issue 55's first step: the lists that still exist elsewhere are named in STILL_LISTED, each to be read from the
-registry in turn; a new list anywhere fails this test, and so does an entry of STILL_LISTED that no longer lists."""
+and the node's appliers follow it, and no other code lists concern names (a tuple, list, set or dict of three or
+more of them, in plugins/ or tools/)."""
 
 import ast
 from pathlib import Path
@@ -12,10 +10,6 @@ from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns,
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = set(concerns.roles())
-# (file, the line of the literal): lists of concern names that are still to read the registry.
-STILL_LISTED = {
-    ("plugins/action/apply.py", "NOTHING_TO_APPLY"),
-}
 
 
 def _documented_choices(module):
@@ -31,6 +25,8 @@ def test_the_documentation_lists_the_registrys_roles():
 
 def test_the_node_runs_an_applier_for_each_concern_that_has_one():
     assert {name.rsplit(".", 1)[-1] for name in node_apply.APPLIERS} == set(concerns.appliers().values())
+    for module, (_spec, run, *_rest) in node_apply.APPLIERS.items():
+        assert run.__module__.rsplit(".", 1)[-1] == concerns.get(concerns.appliers()[module]).code, module
 
 
 def _listings(path):
@@ -59,5 +55,4 @@ def test_no_code_but_the_registry_lists_the_concerns():
         if relative == "plugins/module_utils/concerns.py":
             continue
         found |= {(relative, owner) for owner in _listings(path)}
-    assert found - STILL_LISTED == set(), "list the concerns in plugins/module_utils/concerns.py and read them there"
-    assert STILL_LISTED - found == set(), "no longer listed there: take it out of STILL_LISTED"
+    assert found == set(), "list the concerns in plugins/module_utils/concerns.py and read them there"

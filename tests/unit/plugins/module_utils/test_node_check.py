@@ -879,3 +879,20 @@ def test_every_command_the_node_side_code_runs_is_bounded():
                 if node.func.attr == "communicate":
                     assert any(k.arg == "timeout" for k in node.keywords), (path, node.lineno)
     assert [(path, attr) for path, attr, _line in found] == [("node_check.py", "Popen")]
+
+
+def test_arguments_that_leave_an_applier_nothing_to_do_are_no_drift_as_site_yml_does_not_run_it():
+    """A host without fabric interfaces (multirail asked for) or without firmware settings: module apply and the
+    role's own action do not run the module (the concern's nothing_to_apply), and the node check agrees."""
+    from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import nothing_to_apply
+
+    bare = {"interfaces": [], "multirail": "enabled", "backend": "networkd"}
+    check, result = node_check.drift_check("gpu1", "fabric_interfaces", bare)
+    assert (
+        check["status"] == "passed" and check["message"] == "fabric_interfaces: no fabric interface: nothing to apply"
+    )
+    assert result == nothing_to_apply("fabric_interfaces", bare)
+    assert nothing_to_apply("hca_firmware", {"settings": {}})["reboot_required"] is False
+    assert nothing_to_apply("roce_qos", {"interfaces": {}})["msg"] == "no RoCE interface: nothing to apply"
+    assert nothing_to_apply("roce_qos", {"interfaces": {"eth1": {}}}) is None
+    assert nothing_to_apply("nccl", {}) is None and nothing_to_apply("fabric_validate", {}) is None
