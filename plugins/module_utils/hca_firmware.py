@@ -98,8 +98,10 @@ def wanted_value(value):
     if isinstance(value, int):
         return {"text": None, "number": value}
     text = str(value).strip()
-    if re.fullmatch(r"0[xX][0-9a-fA-F]+|\d+", text):
-        return {"text": None, "number": int(text, 0)}
+    if re.fullmatch(r"0[xX][0-9a-fA-F]+", text):
+        return {"text": None, "number": int(text, 16)}
+    if re.fullmatch(r"\d+", text):  # decimal, leading zeros too ("08"), as mstconfig reads it
+        return {"text": None, "number": int(text, 10)}
     return {"text": text, "number": None}
 
 

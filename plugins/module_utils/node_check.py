@@ -18,6 +18,7 @@ imports only: standard library, Python 3.8 and later) on the node; the systemd t
 
 import concurrent.futures
 import contextlib
+import decimal
 import fnmatch
 import ipaddress
 import json
@@ -244,15 +245,33 @@ def _kill_group(process):
 # --- arguments: the intent's, with the spec's defaults and types (what ArgumentSpecValidator gives the module) ----
 
 
+# The types of an applier's options as ansible-core's ArgumentSpecValidator gives them to the module (its
+# check_type_bool, check_type_int, check_type_float): the node check runs the appliers without Ansible, and must type
+# the intent's arguments exactly as the module got them (tests/unit compares the two on every awkward value).
+_TRUE = frozenset(("y", "yes", "on", "1", "true", "t"))
+_FALSE = frozenset(("n", "no", "off", "0", "false", "f"))
+
+
 def _boolean(value):
     if isinstance(value, bool):
         return value
-    text = str(value).strip().lower()
-    if text in ("yes", "on", "1", "true", "y", "t"):
-        return True
-    if text in ("no", "off", "0", "false", "n", "f", ""):
-        return False
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
     raise ValueError(f"{value!r} is not a boolean")
+
+
+def _integer(value):
+    if isinstance(value, int):
+        return value
+    try:
+        number = decimal.Decimal(value)
+        if number != int(number):
+            raise ValueError("a decimal part")
+        return int(number)
+    except (decimal.DecimalException, TypeError, ValueError) as exc:
+        raise ValueError(f"{value!r} is not a whole number") from exc
 
 
 def _typed(kind, value):
@@ -261,15 +280,21 @@ def _typed(kind, value):
     if kind == "bool":
         return _boolean(value)
     if kind == "int":
-        return value if isinstance(value, int) and not isinstance(value, bool) else int(str(value), 0)
+        return _integer(value)
     if kind == "float":
-        return float(value)
+        return value if isinstance(value, float) else float(value)
     if kind == "path":
         return os.path.expanduser(os.path.expandvars(str(value)))
     if kind == "str":
         return value if isinstance(value, str) else str(value)
     if kind == "list":
-        return value.split(",") if isinstance(value, str) else list(value)
+        if isinstance(value, list):
+            return value
+        if isinstance(value, str):
+            return value.split(",")
+        if isinstance(value, (int, float)):
+            return [str(value)]
+        raise ValueError(f"{type(value).__name__} cannot be a list")
     return value
 
 

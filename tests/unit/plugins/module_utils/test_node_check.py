@@ -896,3 +896,29 @@ def test_arguments_that_leave_an_applier_nothing_to_do_are_no_drift_as_site_yml_
     assert nothing_to_apply("roce_qos", {"interfaces": {}})["msg"] == "no RoCE interface: nothing to apply"
     assert nothing_to_apply("roce_qos", {"interfaces": {"eth1": {}}}) is None
     assert nothing_to_apply("nccl", {}) is None and nothing_to_apply("fabric_validate", {}) is None
+
+
+AWKWARD = {
+    "int": [8, "8", "08", "0x10", "", "8.0", "8.5", 8.0, True, None, "  9 ", "1e3", [8]],
+    "bool": [True, "yes", "Yes", "", "0", 1, 0, 2, "maybe", 1.0, " on ", None],
+    "float": ["1.5", 2, "x", "1e3", True],
+    "str": [8, "x", True, 1.5],
+    "path": ["~/x", 5],
+    "list": ["a,b", ["a"], 5, 1.5, ("a",)],
+}
+
+
+@pytest.mark.parametrize(("kind", "value"), [(kind, value) for kind, values in AWKWARD.items() for value in values])
+def test_the_node_types_an_appliers_arguments_as_ansible_core_does(kind, value):
+    """The node check runs the appliers without Ansible: each intent argument gets the value and type the module
+    got from ansible-core's ArgumentSpecValidator, or is refused where it was ("08" is 8, "0x10" and "" refused)."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    spec = {"x": {"type": kind}}
+    validated = ArgumentSpecValidator(spec).validate({"x": value})
+    try:
+        node = node_check.params_for(spec, {"x": value})["x"]
+    except ValueError:
+        node = "refused"
+    ansible = "refused" if validated.error_messages else validated.validated_parameters["x"]
+    assert (node, type(node)) == (ansible, type(ansible))

@@ -51,6 +51,8 @@ def test_the_query_is_parsed_column_by_column():
         ("per_mkey", "force_relax(1)", False),
         (16, "16", True),
         ("0x10", "16", True),
+        ("08", "8", True),  # a leading zero is decimal, never a crash of int(x, 0)
+        ("0x0A", "10", True),
         (8, "16", False),
         (True, "N/A", False),
     ],
