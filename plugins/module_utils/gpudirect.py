@@ -15,6 +15,7 @@ gathered facts into ``{mode, reason}``. The rules are those of the collection's 
 import os
 import re
 
+from . import pcie
 from .dpkg import parse_status as parse_dpkg_status
 from .fabric_model import version_tuple
 
@@ -364,30 +365,11 @@ def runtime_load_possible(tree, proc_modules_text, runtime_probe):
     return {"possible": True, "reason": "/proc/modules present, module loading enabled, not a container"}
 
 
-# PCI class 0x02xxxx is a network controller (0x0207 InfiniBand), 0x0c06 an InfiniBand serial-bus controller.
-_RDMA_PCI_CLASSES = ("0x02", "0x0c06")
-_MELLANOX_VENDOR = "0x15b3"
-
-
 def pci_rdma_devices(tree):
-    """Network controllers from NVIDIA/Mellanox (vendor 0x15b3) on the PCI bus, with the driver bound to each."""
-    devices = []
-    for address in tree.listdir("sys/bus/pci/devices"):
-        base = "sys/bus/pci/devices/" + address
-        vendor = (tree.read(base + "/vendor") or "").strip()
-        pci_class = (tree.read(base + "/class") or "").strip()
-        if vendor != _MELLANOX_VENDOR or not pci_class.startswith(_RDMA_PCI_CLASSES):
-            continue
-        devices.append(
-            {
-                "address": address,
-                "vendor": vendor,
-                "device": (tree.read(base + "/device") or "").strip(),
-                "class": pci_class,
-                "driver": tree.link_name(base + "/driver"),
-            }
-        )
-    return devices
+    """Network controllers from NVIDIA/Mellanox on the PCI bus, with the driver bound to each
+    (pcie.nvidia_network_functions)."""
+    keys = ("address", "vendor", "device", "class", "driver")
+    return [{key: device[key] for key in keys} for device in pcie.nvidia_network_functions(tree.root)]
 
 
 def hca_modules(devices, driver_map, unbound_default):

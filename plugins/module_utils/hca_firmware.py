@@ -15,11 +15,10 @@ Standard library only (Python 3.8 targets): the module hca_firmware and the node
 import os
 import re
 
+from . import pcie
 from .applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS
 from .applier import Applier
 
-NVIDIA_NETWORK_VENDOR = "0x15b3"  # PCI vendor of NVIDIA's (Mellanox) adapters
-PCI_DEVICES = "/sys/bus/pci/devices"
 COLUMNS = {"Default": "default", "Current": "current", "Next Boot": "next"}
 _VALUE = re.compile(r"^(?P<text>.*)\((?P<number>\d+)\)$")
 _PARAM_LINE = re.compile(r"^(?P<star>[* ])\s+(?P<name>[A-Za-z0-9_\[\].]+)\s+(?P<values>\S.*)$")
@@ -200,30 +199,12 @@ def catalogue_entry(catalogue, name):
 
 
 def adapters(root="/"):
-    """The PCI addresses mstconfig configures: every physical function 0 of an NVIDIA (Mellanox) network device,
-    sorted. A dual-port adapter's ports share one configuration (their parameters carry _P1 and _P2); virtual
-    functions have none of their own."""
-    base = os.path.join(root, PCI_DEVICES.lstrip("/"))
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        path = os.path.join(base, name)
-        try:
-            with open(os.path.join(path, "vendor"), encoding="ascii") as handle:
-                vendor = handle.read().strip()
-            with open(os.path.join(path, "class"), encoding="ascii") as handle:
-                klass = handle.read().strip()
-        except OSError:
-            continue
-        if vendor != NVIDIA_NETWORK_VENDOR or not klass.startswith("0x02") or not name.endswith(".0"):
-            continue
-        if os.path.exists(os.path.join(path, "physfn")):
-            continue
-        found.append(name)
-    return found
+    """The PCI addresses mstconfig configures: every physical function 0 of an NVIDIA (Mellanox) network device
+    (pcie.nvidia_network_functions), sorted. A dual-port adapter's ports share one configuration (their parameters
+    carry _P1 and _P2); virtual functions have none of their own."""
+    return [
+        d["address"] for d in pcie.nvidia_network_functions(root) if d["address"].endswith(".0") and not d["physfn"]
+    ]
 
 
 def read_device(module, mstconfig, device, names):

@@ -240,22 +240,49 @@ def read_gpu_nic_paths(root, links, max_distance="PXB"):
     ]
 
 
-# NVIDIA's (Mellanox) network adapters by PCI vendor and class: present on the bus at boot, before (or without) the
-# RDMA driver that makes them /sys/class/infiniband devices.
+# NVIDIA's (Mellanox) network adapters by PCI vendor and class (0x02xxxx a network controller, 0x0207 InfiniBand;
+# 0x0c06 an InfiniBand serial-bus controller): present on the bus at boot, before (or without) the RDMA driver that
+# makes them /sys/class/infiniband devices.
 NVIDIA_NETWORK = "0x15b3"
+NETWORK_CLASSES = ("0x02", "0x0c06")
+
+
+def nvidia_network_functions(root="/"):
+    """[{address, vendor, device, class, driver, physfn}] of every NVIDIA (Mellanox) network function on the PCI bus,
+    in address order: ``driver`` the bound driver's name (None: unbound), ``physfn`` whether it is a virtual
+    function. The one reader of them: GPUDirect's module decision, the adapters mstconfig configures and the
+    GPU-NIC paths all filter this list."""
+    devices_dir = os.path.join(root, "sys/bus/pci/devices")
+    found = []
+    for address in sorted(os.listdir(devices_dir)) if os.path.isdir(devices_dir) else []:
+        base = os.path.join(devices_dir, address)
+        klass = _read(base, "class") or ""
+        if _read(base, "vendor") != NVIDIA_NETWORK or not klass.startswith(NETWORK_CLASSES):
+            continue
+        try:
+            driver = os.path.basename(os.readlink(os.path.join(base, "driver")))
+        except OSError:
+            driver = None
+        found.append(
+            {
+                "address": address,
+                "vendor": NVIDIA_NETWORK,
+                "device": _read(base, "device") or "",
+                "class": klass,
+                "driver": driver,
+                "physfn": os.path.lexists(os.path.join(base, "physfn")),
+            }
+        )
+    return found
 
 
 def gpudirect_functions(root="/"):
     """(GPUs, NICs): the addresses of every NVIDIA GPU and of every RDMA NIC, the latter from the RDMA devices
-    (read_links) and from NVIDIA's network adapters on the bus (vendor 0x15b3, network class)."""
+    (read_links) and from NVIDIA's network adapters on the bus (nvidia_network_functions)."""
     links = read_links(root)
     gpus = [d["address"] for d in links if d["role"] == "GPU"]
     nics = {d["address"] for d in links if d["role"].startswith("RDMA NIC")}
-    devices_dir = os.path.join(root, "sys/bus/pci/devices")
-    for address in sorted(os.listdir(devices_dir)) if os.path.isdir(devices_dir) else []:
-        base = os.path.join(devices_dir, address)
-        if _read(base, "vendor") == NVIDIA_NETWORK and (_read(base, "class") or "").startswith("0x02"):
-            nics.add(address)
+    nics.update(d["address"] for d in nvidia_network_functions(root))
     return gpus, sorted(nics)
 
 

@@ -471,3 +471,30 @@ def test_acs_clearing_is_refused_without_a_gpudirect_path(tmp_path):
     bare = _tree(tmp_path / "bare", {"pci0000:00/0000:00:09.0": {"vendor": "0x1b36", "class": "0x060400"}})
     (no_path,) = gpudirect_acs.errors(True, "dmabuf", bare, "gpu1: ")
     assert "this host has no GPUDirect path (0 NVIDIA GPU, 0 RDMA NIC on its PCI bus)" in no_path
+
+
+def test_one_reader_of_nvidias_network_functions_serves_gpudirect_firmware_and_the_paths(tmp_path):
+    """An Ethernet/InfiniBand adapter (0x0207), an InfiniBand serial-bus controller (0x0c06), a virtual function, an
+    adapter's second port and another vendor's NIC: GPUDirect's module decision, the adapters mstconfig configures
+    and the GPU-NIC paths read the same list (pcie.nvidia_network_functions), each taking what it needs."""
+    from ansible_collections.gpucluster.fabric.plugins.module_utils import gpudirect, hca_firmware
+
+    nic = {"vendor": "0x15b3", "device": "0x1021", "class": "0x020700"}
+    root = _tree(
+        tmp_path,
+        {
+            "pci0000:16/0000:16:01.0/0000:17:00.0": nic,
+            "pci0000:16/0000:16:01.0/0000:17:00.1": nic,
+            "pci0000:16/0000:16:01.0/0000:17:00.2": nic,
+            "pci0000:30/0000:30:01.0/0000:31:00.0": {"vendor": "0x15b3", "device": "0x1003", "class": "0x0c0600"},
+            "pci0000:40/0000:40:01.0/0000:41:00.0": {"vendor": "0x8086", "device": "0x1593", "class": "0x020000"},
+        },
+    )
+    os.symlink("../0000:17:00.0", tmp_path / "sys/devices/pci0000:16/0000:16:01.0/0000:17:00.2/physfn")
+    found = pcie_module.nvidia_network_functions(root)
+    assert [(d["address"], d["physfn"]) for d in found] == [
+        ("0000:17:00.0", False), ("0000:17:00.1", False), ("0000:17:00.2", True), ("0000:31:00.0", False),
+    ]  # fmt: skip
+    assert [d["address"] for d in gpudirect.pci_rdma_devices(gpudirect.RootTree(root))] == [d["address"] for d in found]
+    assert hca_firmware.adapters(root) == ["0000:17:00.0", "0000:31:00.0"]
+    assert pcie_module.gpudirect_functions(root)[1] == [d["address"] for d in found]
