@@ -532,7 +532,7 @@ def test_a_check_that_cannot_run_fails_its_unit_says_up_0_and_logs_at_error_prio
 def test_a_fault_that_comes_and_goes_every_run_changes_nothing_in_slurm(lab):
     """A stand-in nvidia-smi that fails in every other run of the check (a GPU dropping off the bus and coming back):
     the node's runs, the timer's and slurmd's alike, fail and pass in turn, and Slurm never drains the node (sinfo every
-    second, over four intervals): the hysteresis wants two failing runs in a row."""
+    second, over three intervals): the hysteresis wants two failing runs in a row."""
     node = GPUS[0]
     interval = _node_check_interval()
     _wait_for_checks(node, {"gpu.nic_affinity": "skipped"}, time.time() - interval)
@@ -565,7 +565,7 @@ echo 'index, name, pci.bus_id, driver_version, memory.total [MiB]'
     )
     seen = []
     try:
-        deadline = time.time() + 4 * interval
+        deadline = time.time() + 3 * interval
         while time.time() < deadline:
             seen += [reason for name, reason in _drained_reasons().items() if name == node]
             time.sleep(1)
@@ -638,7 +638,7 @@ def test_a_converge_that_changes_every_gpu_nodes_nccl_conf_drains_none_of_them(l
             proc = _playbook(inventory, "playbooks/site.yml", lab["reports"])
             assert proc.returncode == 0, proc.stdout[-4000:]
             assert all(_recap(proc.stdout)[node]["changed"] >= 1 for node in GPUS), proc.stdout[-2000:]
-        time.sleep(2 * interval + 5)  # and the runs after: each node as its new intent says
+        time.sleep(interval + 5)  # and the runs after: each node as its new intent says
     finally:
         stop.set()
         watcher.join()
