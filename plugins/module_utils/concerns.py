@@ -1,96 +1,214 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 """The registry of concerns: every concern the collection manages, once, in site.yml's order, with the hosts it
-applies to, the module its role's task calls, and how that task's arguments make the concern's part of the intent.
+applies to, its applier module and where that module's arguments come from (the role's variables), which of them are
+the concern's part of the intent, and the tags that select it.
 
-Whatever lists the concerns reads them here: the site preflight's roles (filter site_roles), module apply's roles
-and the task each applies, the intent's parts (plugin_utils/role_checks.py), the appliers a node runs
+Whatever lists the concerns, or needs an applier's arguments, reads them here: the site preflight's roles (filter
+site_roles) and checks, module apply (site.yml's plays and each role's own task), the intent's parts
+(plugins/plugin_utils/role_checks.py builds them from a host's variables with ``args``), the appliers a node runs
 (node_apply.APPLIERS, checked against this by tests/repo/test_concerns.py, which also fails on a list of concern
-names anywhere else), and the documentation's choices. Standard library only (Python 3.8 targets).
+names anywhere else), and the documentation's choices. No code reads a role's task file: a task file is a task.
+Standard library only (Python 3.8 targets).
 """
 
 from collections import namedtuple
 
 # role: the role (and the concern's name); hosts: "gpu" (the GPU nodes), "sm" (the subnet managers) or "every";
-# module: the module its role's task calls (None: fabric_validate, which measures); task: that task's file in
-# roles/<role>/tasks; leave_out: the task's arguments that steer the run only (tags, state, controller-side helpers),
-# not the intent; drift: whether the node check runs the module in check mode (node_apply.APPLIERS) for its drift;
-# in_apply: whether module apply runs it in the GPU nodes' plays; code: the module_utils module holding the module's
-# code (its run, its ARGUMENT_SPEC, and nothing_to_apply(args) where some arguments leave nothing to do);
-# without: what the preflight adds to a missing required value, where a site can do without the concern.
+# module: its applier module (None: fabric_validate, which measures); args: {the module's argument: where its value
+# comes from}, a source being a variable of the role's view (its defaults, the host's variables, its vars), a list of
+# such variables, "@<what>" (a value the controller derives: role_checks.DERIVED) or a constant (True, False);
+# leave_out: the arguments that steer the run only (tags, the host's name, controller-side helpers), not the intent;
+# drift: whether the node check runs the module in check mode (node_apply.APPLIERS) for its drift; in_apply: whether
+# site.yml applies it with others in one call (module apply's ``roles``); code: the module_utils module holding the
+# module's code (its run, its argument spec ``spec``, and nothing_to_apply(args) where some arguments leave nothing
+# to do); tags: the tags its role's task carries and that select it in a play of several; without: what the
+# preflight adds to a missing required value, where a site can do without the concern.
 Concern = namedtuple(
     "Concern",
-    ("role", "hosts", "module", "task", "leave_out", "drift", "in_apply", "code", "without"),
-    defaults=(None,),
+    ("role", "hosts", "module", "args", "leave_out", "drift", "in_apply", "code", "spec", "tags", "without"),
 )
-_HOST = ("state", "host")
+
+
+def _own(role, *names):
+    """{name: <role>_<name>}: the arguments named as the role's variables are."""
+    return {name: f"{role}_{name}" for name in names}
+
+
+_COMMON = {"host": "@host", "header": "@header"}
+_TAGS = {"run_tags": "@run_tags", "skip_tags": "@skip_tags"}
+
+
+def _concern(role, hosts, module, args, leave_out=("host",), drift=True, in_apply=True, code=None, **more):
+    return Concern(
+        role,
+        hosts,
+        module and f"gpucluster.fabric.{module}",
+        args,
+        tuple(leave_out),
+        drift,
+        in_apply,
+        code,
+        more.get("spec", "ARGUMENT_SPEC"),
+        tuple(more.get("tags", ())),
+        more.get("without"),
+    )
+
 
 CONCERNS = (
-    Concern("rdma_core", "gpu", "gpucluster.fabric.rdma_core", "apply.yml", _HOST, True, True, "rdma_core"),
-    Concern("rdma_modules", "gpu", "gpucluster.fabric.rdma_modules", "apply.yml", _HOST, True, True, "rdma_modules"),
-    Concern("hca_firmware", "gpu", "gpucluster.fabric.hca_firmware", "apply.yml", _HOST, True, True, "hca_firmware"),
-    Concern(
+    _concern(
+        "rdma_core",
+        "gpu",
+        "rdma_core",
+        {
+            **_COMMON,
+            "os_family": "@os_family",
+            "distribution": "@distribution",
+            "supported_families": "__rdma_core_supported_families",
+            **_own("rdma_core", "memlock", "memlock_pam", "memlock_systemd", "extra_packages", "services"),
+            "packages": "__rdma_core_packages",
+        },
+        code="rdma_core",
+    ),
+    _concern(
+        "rdma_modules",
+        "gpu",
+        "rdma_modules",
+        {
+            **_COMMON,
+            "mode": "rdma_modules_gpudirect_mode",
+            "nccl_version": "rdma_modules_nccl_version",
+            "core_modules": "rdma_modules_core",
+            "extra_modules": "rdma_modules_extra",
+            "interfaces": "rdma_modules_fabric_interfaces",
+            **_own("rdma_modules", "hca_detect", "hca_driver_map", "hca_unbound_modules", "softdeps", "runtime_load"),
+            **_own("rdma_modules", "peermem_force", "acs_clear"),
+        },
+        code="rdma_modules",
+    ),
+    _concern(
+        "hca_firmware",
+        "gpu",
+        "hca_firmware",
+        {"host": "@host", **_own("hca_firmware", "settings", "devices", "apply")},
+        code="hca_firmware",
+    ),
+    _concern(
         "fabric_interfaces",
         "gpu",
-        "gpucluster.fabric.fabric_interfaces",
-        "main.yml",
-        ("role_checks", "run_tags", "skip_tags", "host"),
-        True,
-        True,
-        "fabric_interfaces_apply",
-        "or leave fabric_interfaces out of gpucluster_roles",
+        "fabric_interfaces",
+        {
+            "interfaces": "fabric_interfaces",
+            "backend": "fabric_interfaces_backend",
+            "sysctls": "__fabric_interfaces_sysctls",
+            **_own("fabric_interfaces", "sysctl_file", "apply_runtime", "link_down_ok"),
+            **_TAGS,
+            **_COMMON,
+        },
+        leave_out=("run_tags", "skip_tags", "host"),
+        code="fabric_interfaces_apply",
+        tags=[f"fabric_interfaces_{step}" for step in ("preflight", "configure", "sysctl", "run", "softroce")],
+        without="or leave fabric_interfaces out of gpucluster_roles",
     ),
-    Concern("roce_qos", "gpu", "gpucluster.fabric.roce_qos", "main.yml", ("role_checks",), True, True, "roce_qos_node"),
-    Concern(
+    _concern(
+        "roce_qos",
+        "gpu",
+        "roce_qos",
+        {
+            "interfaces": "__roce_qos_settings",
+            **_own("roce_qos", "require_pfc", "persist"),
+            "boot_script": "@roce_qos_boot_script",
+            "boot_wait_seconds": "roce_qos_boot_wait_seconds",
+            "header": "@header",
+        },
+        leave_out=(),
+        code="roce_qos_node",
+    ),
+    _concern(
         "cuda_repo",
         "gpu",
-        "gpucluster.fabric.cuda_repo",
-        "main.yml",
-        ("run_tags", "skip_tags", "host", "keyring_deb_src"),
-        True,
-        True,
-        "cuda_repo_probe",
-        "or leave cuda_repo out of gpucluster_roles where the site has its own CUDA repository",
+        "cuda_repo",
+        {
+            **_own("cuda_repo", "base_url", "distro", "arch", "keyring_version", "key_fingerprint"),
+            "keyring_deb_src": "cuda_repo_keyring_deb",
+            **_own("cuda_repo", "verify_signature", "validate_certs"),
+            **_TAGS,
+            **_COMMON,
+        },
+        leave_out=("run_tags", "skip_tags", "host", "keyring_deb_src"),
+        code="cuda_repo_probe",
+        spec="APPLY_ARGUMENT_SPEC",
+        tags=[f"cuda_repo_{step}" for step in ("preflight", "install", "configure")],
+        without="or leave cuda_repo out of gpucluster_roles where the site has its own CUDA repository",
     ),
-    Concern(
+    _concern(
         "nccl",
         "gpu",
-        "gpucluster.fabric.nccl",
-        "apply.yml",
-        ("state", "host", "offered_index", "before_repository", "library_in_place"),
-        True,
-        True,
         "nccl",
-        "or leave nccl out of gpucluster_roles to not manage NCCL here",
+        {
+            **_COMMON,
+            "nccl_version": "nccl_version",
+            "cuda_version": "nccl_cuda_version",
+            "package_revision": "nccl_package_revision",
+            "conf": "nccl_conf",
+            "allow_debug_variables": "nccl_conf_allow_debug_variables",
+            **_own("nccl", "conf_path", "ib_addr_family", "ib_gid_index"),
+            # The RoCE interfaces (fabric_interfaces, kind roce), whose GID table NCCL before 2.21 needs an index of.
+            "roce_interfaces": "@roce_interfaces",
+            **_own("nccl", "install_dev", "hold", "allow_version_change"),
+            # What the CUDA repository offers, read where apt cannot tell yet (cuda_repo's probe or its check mode).
+            "offered_index": "@offered_nccl",
+            "before_repository": "@site_preflight",
+            "required_features": "nccl_required_features",
+            "feature_minimums": "__nccl_feature_minimums",
+            "library_in_place": True,
+        },
+        leave_out=("host", "offered_index", "before_repository", "library_in_place"),
+        code="nccl",
+        without="or leave nccl out of gpucluster_roles to not manage NCCL here",
     ),
-    # OpenSM's keys stay in opensm.conf, which OpenSM reads: its task's conf is never templated for the intent.
-    Concern(
+    # OpenSM's keys stay in opensm.conf, which OpenSM reads: its conf is never part of the intent.
+    _concern(
         "opensm",
         "sm",
-        "gpucluster.fabric.opensm",
-        "configure.yml",
-        ("conf", "state", "host"),
-        True,
-        False,
-        "opensm_apply",
+        "opensm",
+        {
+            "unit": "__opensm_unit",
+            "directories": ["__opensm_config_dir", "__opensm_dropin_dir"],
+            "partitions_file": "__opensm_partitions_file",
+            "partitions": "@template:partitions.conf.j2",
+            "conf_file": "__opensm_conf_file",
+            "conf": "@template:opensm.conf.j2",
+            "defaults_file": "__opensm_defaults_file",
+            "defaults": "@template:__opensm_defaults_template",
+            "dropin_file": "__opensm_dropin_file",
+            "dropin": "@template:opensm-unit.conf.j2",
+            "packages": "__opensm_packages",
+        },
+        leave_out=("conf",),
+        in_apply=False,
+        code="opensm_apply",
     ),
-    Concern(
+    _concern(
         "node_check",
         "every",
-        "gpucluster.fabric.node_check",
-        "main.yml",
-        ("role_checks", "host"),
-        False,
-        False,
-        "node_check_install",
+        "node_check",
+        {
+            **_own("node_check", "interval", "timer", "only", "skip", "textfile_dir", "report", "slurm"),
+            **_own("node_check", "slurm_node", "slurm_drain_after", "slurm_resume_after", "slurm_max_drained"),
+            **_COMMON,
+        },
+        drift=False,
+        in_apply=False,
+        code="node_check_install",
+        tags=["node_check"],
     ),
-    Concern("fabric_validate", "gpu", None, None, (), False, False, None),
+    _concern("fabric_validate", "gpu", None, {}, leave_out=(), drift=False, in_apply=False),
 )
-HOSTS = ("gpu", "sm", "every")
 
 
 def roles(hosts=None):
-    """The concerns' roles in site.yml's order; ``hosts``: only those of that kind of host (HOSTS)."""
+    """The concerns' roles in site.yml's order; ``hosts``: only those of that kind of host ("gpu", "sm", "every")."""
     return tuple(c.role for c in CONCERNS if hosts is None or c.hosts == hosts)
 
 
@@ -107,3 +225,8 @@ def appliers():
 def applied_together():
     """The roles module apply runs in one call, in site.yml's order."""
     return tuple(c.role for c in CONCERNS if c.in_apply)
+
+
+def applied():
+    """The roles with an applier module: those module apply applies (one at a time from its role's own task)."""
+    return tuple(c.role for c in CONCERNS if c.module)

@@ -209,7 +209,7 @@ ARGUMENT_SPEC = {
     "hca_driver_map": {"type": "dict", "default": {}},
     "hca_unbound_modules": {"type": "list", "elements": "str", "default": []},
     "softdeps": {"type": "list", "elements": "raw", "default": []},
-    "runtime_load": {"type": "raw"},
+    "runtime_load": {"type": "bool"},
     "peermem_force": {"type": "bool", "default": False},
     "kallsyms": {"type": "bool", "default": True},
     "acs_clear": {"type": "bool", "default": False},

@@ -69,7 +69,7 @@ options:
     default: []
   runtime_load:
     description: Load modules now as well as persisting them; null detects whether this host allows it.
-    type: raw
+    type: bool
   peermem_force:
     description: Persist nvidia_peermem even when it did not load here (or could not be tried).
     type: bool

@@ -4,8 +4,9 @@
 
 A role's checks see the host's variables as the role's own tasks would: the role's defaults under the host's
 variables, the role's vars/main.yml over them (``RoleVars``). Checks that need the host call the role's own modules
-with the arguments its task files give them (read from those files, so the wiring lives once, in YAML): rdma_modules
-and nccl with ``state: checked``, cuda_repo's probe, fabric_interfaces' link probe. The other checks are the roles'
+with the arguments the registry of concerns makes from the view (plugins/module_utils/concerns.py, ``applier_args``,
+the same arguments module apply gives them and the intent holds): rdma_modules and nccl with ``state: checked``,
+cuda_repo's probe, fabric_interfaces' link probe. The other checks are the roles'
 Python rules (``plugins/module_utils``), called directly (rdma_core's input rule, with its module's arguments) or
 through the same filters their tasks used.
 
@@ -18,6 +19,7 @@ import importlib
 from pathlib import Path
 
 from ansible.errors import AnsibleError
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.template import trust_as_template
 from ansible.vars.clean import namespace_facts
@@ -38,6 +40,8 @@ def role_dir(role):
 class RoleVars:
     """A host's variables as role ``role``'s tasks see them: its defaults, the host's variables, its vars."""
 
+    parts_made = 0  # how many times, in this process, a concern's arguments were made whole (tests count them)
+
     def __init__(self, templar, loader, task_vars, role, extra=None):
         root = role_dir(role)
         variables = {}
@@ -51,7 +55,7 @@ class RoleVars:
         self.role = role
         self.loader = loader
         self._vars = variables
-        self._task_args = {}
+        self._args = None  # the applier's arguments, made once (applier_args)
         self._templar = templar.copy_with_new_env(available_variables=variables)
 
     def get(self, name, default=None):
@@ -63,6 +67,7 @@ class RoleVars:
     def set(self, name, value):
         self._vars[name] = value
         self._templar.available_variables = self._vars
+        self._args = None
 
     def template(self, value):
         return self._templar.template(value)
@@ -71,24 +76,81 @@ class RoleVars:
         """A Jinja expression of the collection's own (a constant of this file), evaluated with the role's view."""
         return self._templar.evaluate_expression(trust_as_template(text))
 
-    def task(self, tasks_file, module):
-        """The task of ``module`` in the role's ``tasks/<tasks_file>``, as written."""
-        for task in _load(self.loader, role_dir(self.role) / "tasks" / tasks_file) or []:
-            if isinstance(task, dict) and module in task:
-                return task
-        raise AnsibleError(f"gpucluster.fabric.{self.role}: tasks/{tasks_file} has no {module} task")
+    def applier_args(self, intent=False):
+        """The arguments of the role's applier module, made from this view as the registry of concerns says
+        (concerns.CONCERNS ``args``) and typed by the module's own argument spec, as the module will type them; with
+        ``intent``, only the concern's part of the intent (less ``leave_out``). A new dict each call; each value made
+        once per view."""
+        concern = concerns.get(self.role)
+        if self._args is None:
+            raw = {name: self._source(value) for name, value in concern.args.items()}
+            self._args = _typed(concern, raw)
+            RoleVars.parts_made += 1
+        leave_out = concern.leave_out if intent else ()
+        return {name: value for name, value in self._args.items() if name not in leave_out}
 
-    def task_args(self, tasks_file, module, leave_out=()):
-        """The arguments that the task of ``module`` in the role's ``tasks/<tasks_file>`` gives it, templated (each
-        once per view: the checks and the intent read the same task), as a new dict each call."""
-        done = self._task_args.setdefault((tasks_file, module), {})
-        args = {}
-        for name, value in dict(self.task(tasks_file, module)[module]).items():
-            if name not in leave_out:
-                if name not in done:
-                    done[name] = self.template(value)
-                args[name] = done[name]
-        return args
+    def steering_args(self):
+        """The arguments the intent leaves out (the registry's ``leave_out``: the run's tags, the host's name, what
+        steers one run), made alone: with the intent's part, they are the applier's arguments."""
+        concern = concerns.get(self.role)
+        return _typed(concern, {name: self._source(concern.args[name]) for name in concern.leave_out})
+
+    def _source(self, source):
+        if isinstance(source, list):
+            return [self.get(name) for name in source]
+        if not isinstance(source, str):
+            return source  # a constant
+        if source.startswith("@template:"):
+            name = source.split(":", 1)[1]
+            name = self.get(name) if name.startswith("__") else name
+            return self.expression(f"lookup('ansible.builtin.template', {name!r})")
+        if source.startswith("@"):
+            return DERIVED[source[1:]](self)
+        return self.get(source)
+
+
+def _first(*values):
+    return next((value for value in values if value is not None), {})
+
+
+# What the controller derives for an applier's argument (a registry source "@<what>") from a role's view.
+DERIVED = {
+    "host": lambda rv: rv.get("inventory_hostname", "localhost"),
+    # Part of each file's content, which the node check compares.
+    "header": lambda rv: rv.expression("ansible_managed | default('Ansible managed') | comment"),
+    "os_family": lambda rv: (rv.get("ansible_facts") or {}).get("os_family"),
+    "distribution": lambda rv: (rv.get("ansible_facts") or {}).get("distribution"),
+    "run_tags": lambda rv: list(rv.get("ansible_run_tags") or []),
+    "skip_tags": lambda rv: list(rv.get("ansible_skip_tags") or []),
+    "roce_interfaces": lambda rv: [
+        item.get("name")
+        for item in rv.get("fabric_interfaces") or []
+        if isinstance(item, dict) and item.get("kind") == "roce"
+    ],
+    "roce_qos_boot_script": lambda rv: (role_dir("roce_qos") / "files" / "roce_qos_boot.py").read_text().rstrip(),
+    # What the CUDA repository offers, read where apt cannot tell yet: by the site preflight's cuda_repo check, or by
+    # role cuda_repo in check mode on a host whose apt has no lists of it.
+    "offered_nccl": lambda rv: _first(
+        rv.get("__gpucluster_offered_nccl"),
+        (rv.get("cuda_repo_applied") or {}).get("offered_nccl"),
+        (rv.get("__gpucluster_preflight") or {}).get("offered_nccl"),
+    ),
+    "site_preflight": lambda rv: boolean(rv.get("gpucluster_site_preflight", False), strict=False),
+}
+
+
+def concern_code(concern):
+    """The module_utils module holding ``concern``'s applier code (the registry's ``code``)."""
+    return importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.module_utils.{concern.code}")
+
+
+def _typed(concern, args):
+    """``args`` as the module's argument spec types them (ansible-core's own validator: "no" is False, 8 is "8" for a
+    string); a value it refuses stays as it is, for the role's argument spec and checks to name, and the module to
+    refuse."""
+    spec = getattr(concern_code(concern), concern.spec)
+    validated = ArgumentSpecValidator(spec).validate(args).validated_parameters
+    return {name: validated.get(name, value) for name, value in args.items()}
 
 
 # The role files read in this process (a task's worker), parsed once: every view of every role reads the same
@@ -121,29 +183,6 @@ def read_keyring_deb(args, find):
             f"cuda-keyring_{version}_all.deb there or leave it empty to download it"
         ]
     return []
-
-
-UNTAGGED = frozenset(["untagged"])
-
-
-def selected_by_tags(tags, only_tags, skip_tags):
-    """Whether a task with ``tags`` runs with ``--tags only_tags --skip-tags skip_tags``: Ansible's own rule
-    (ansible.playbook.taggable.Taggable.evaluate_tags, ansible-core 2.19 to 2.21), for a task's tags as written."""
-    tags = set(tags) if tags else UNTAGGED
-    should_run = True
-    if only_tags:
-        should_run = (
-            "always" in tags
-            or ("all" in only_tags and "never" not in tags)
-            or not tags.isdisjoint(only_tags)
-            or ("tagged" in only_tags and tags != UNTAGGED and "never" not in tags)
-        )
-    if should_run and skip_tags:
-        if "all" in skip_tags:
-            should_run = "always" in tags and "always" not in skip_tags
-        elif not tags.isdisjoint(skip_tags) or ("tagged" in skip_tags and tags != UNTAGGED):
-            should_run = False
-    return should_run
 
 
 def result_messages(result):
@@ -188,8 +227,7 @@ def nothing_to_apply(role, args):
     concern = concerns.get(role)
     if concern is None or not concern.code:
         return None
-    code = importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.module_utils.{concern.code}")
-    hook = getattr(code, "nothing_to_apply", None)
+    hook = getattr(concern_code(concern), "nothing_to_apply", None)
     return hook(args) if hook else None
 
 
@@ -205,10 +243,15 @@ class Checks:
         self.find_file = find_file
         self.host = task_vars.get("inventory_hostname", "localhost")
         self.shared = {}  # what one role's checks read for a later one (cuda_repo's offered NCCL builds for nccl)
-        self._views = {}  # the view each role's checks used, which its intent reuses
+        self._views = {}  # each role's view, made once: its checks, its applier's arguments and its intent read it
+        self.views_made = 0
 
-    def role_vars(self, role, extra=None):
-        return RoleVars(self.templar, self.loader, self.task_vars, role, extra)
+    def view(self, role):
+        """Role ``role``'s view of this host's variables (RoleVars), made once per host and role."""
+        if role not in self._views:
+            self._views[role] = RoleVars(self.templar, self.loader, self.task_vars, role, self._extra(role))
+            self.views_made += 1
+        return self._views[role]
 
     def run(self, role):
         """The problems of one role on this host, each a message (prefixed with the host by the report)."""
@@ -217,8 +260,7 @@ class Checks:
     def run_all(self, roles):
         """{role: its problems} for ``roles``, in order; what the host must tell is read in one call: module
         host_checks runs each role's module (``_step_<role>``), and ``_judge_<role>`` reads its result."""
-        views = {role: self.role_vars(role, self._extra(role)) for role in roles}
-        self._views.update(views)
+        views = {role: self.view(role) for role in roles}
         steps = {}
         for role in roles:
             prepare = getattr(self, f"_step_{role}", None)
@@ -250,27 +292,34 @@ class Checks:
             return dict.fromkeys(steps, result)  # the call itself failed: every role says so
         return dict(zip(steps, result["results"]))
 
+    def applier_args(self, role, intent=None):
+        """``role``'s applier arguments: the intent's part (``intent``: the host's intent document, which the site
+        preflight made) with the arguments it leaves out, or, for a host without one, made from its variables."""
+        part = ((intent or {}).get("roles") or {}).get(role)
+        if part is None:
+            return self.view(role).applier_args()
+        if role in INTENT_VARS:
+            part = part["applier"]
+        return {**part, **self.view(role).steering_args()}
+
     def intent(self, role):
         """The host's part of the intent for ``role``: what its applier is to make true, defaulted and templated.
-        After the role's checks it reads their view, whose arguments are templated already: what the checks set in it
-        (the state ``checked``, the link probe's result, the NCCL builds the repository offers) steers arguments the
-        intent leaves out, or none of the applier's."""
-        rv = self._views.get(role) or self.role_vars(role, self._extra(role))
-        concern = concerns.get(role)
+        After the role's checks it reads their view, whose arguments are made already."""
+        rv = self.view(role)
         if role not in INTENT_VARS:
-            return rv.task_args(concern.task, concern.module, leave_out=concern.leave_out)
+            return rv.applier_args(intent=True)
         source, leave_out, *extra = INTENT_VARS[role]
         if isinstance(source, dict):
             return {key: rv.get(name) for key, name in source.items()}
         part = {key: value for key, value in dict(rv.get(source) or {}).items() if key not in leave_out}
         part.update({key: rv.get(name) for key, name in (extra[0] if extra else {}).items()})
-        if concern.task:  # the files the role's module writes, as its task renders them
-            part["applier"] = rv.task_args(concern.task, concern.module, leave_out=concern.leave_out)
+        if concerns.get(role).module:  # the files the role's module writes
+            part["applier"] = rv.applier_args(intent=True)
         return part
 
     def _extra(self, role):
-        if role == "nccl":
-            return {"__gpucluster_offered_nccl": self.shared.get("offered_nccl", {})}
+        if role == "nccl" and "offered_nccl" in self.shared:  # read by cuda_repo's check before this view
+            return {"__gpucluster_offered_nccl": self.shared["offered_nccl"]}
         return None
 
     @staticmethod
@@ -281,18 +330,18 @@ class Checks:
     def _failed(result):
         return result_messages(result) if result.get("failed") else []
 
-    def _applier_step(self, rv, module, state_var):
-        rv.set(state_var, "checked")
-        return self._step(module, rv.task_args("apply.yml", module))
+    def _applier_step(self, rv):
+        # The applier itself, in its state checked: it checks and changes nothing.
+        return self._step(concerns.get(rv.role).module, dict(rv.applier_args(), state="checked"))
 
     def _check_rdma_core(self, rv):
         # Input only (OS family, memlock, package and unit names): the module's own rule, run here on the controller
         # with the arguments the role gives the module, so the host is not called for it.
-        args = rv.task_args("apply.yml", "gpucluster.fabric.rdma_core", leave_out=("state", "header"))
+        args = rv.applier_args()
         return [f"{self.host}: {error}" for error in rdma_core_rules.input_errors(args)]
 
     def _step_rdma_modules(self, rv):
-        return self._applier_step(rv, "gpucluster.fabric.rdma_modules", "__rdma_modules_state")
+        return self._applier_step(rv)
 
     def _judge_rdma_modules(self, rv, step, result):
         return self._failed(result)
@@ -306,16 +355,14 @@ class Checks:
         # The host is read only where the site names settings, and names them well: its adapters, their firmware.
         if self._hca_firmware_errors(rv) or not rv.get("hca_firmware_settings"):
             return None
-        return self._applier_step(rv, "gpucluster.fabric.hca_firmware", "__hca_firmware_state")
+        return self._applier_step(rv)
 
     def _judge_hca_firmware(self, rv, step, result):
         return self._hca_firmware_errors(rv) + self._failed(result or {})
 
     def _step_cuda_repo(self, rv):
-        # The applier's own arguments (tasks/main.yml), checked by the probe: nothing is installed or written.
-        args = rv.task_args(
-            "main.yml", "gpucluster.fabric.cuda_repo", leave_out=("run_tags", "skip_tags", "host", "header")
-        )
+        # The applier's own arguments, checked by the probe: nothing is installed or written.
+        args = {k: v for k, v in rv.applier_args().items() if k not in ("run_tags", "skip_tags", "host", "header")}
         args["fail_on_errors"] = True
         errors = read_keyring_deb(args, lambda source: self.find_file(source, "cuda_repo"))
         return self._step("gpucluster.fabric.cuda_repo_probe", args, errors=errors)
@@ -328,7 +375,7 @@ class Checks:
         return self._failed(result)
 
     def _step_nccl(self, rv):
-        step = self._applier_step(rv, "gpucluster.fabric.nccl", "__nccl_state")
+        step = self._applier_step(rv)
         # What cuda_repo's probe read from the repository's signed index, when it runs in the same call.
         step["inputs"] = {"offered_index": ["gpucluster.fabric.cuda_repo_probe", "offered_nccl"]}
         return step
@@ -363,7 +410,7 @@ class Checks:
         )
 
     def _check_node_check(self, rv):
-        args = rv.task_args("main.yml", "gpucluster.fabric.node_check")
+        args = rv.applier_args()
         _settings, errors = node_check_install.checked_settings(args)
         return [f"{self.host}: {error}" for error in errors]
 

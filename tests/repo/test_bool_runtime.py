@@ -151,9 +151,52 @@ def _evaluate_real(expression, scope, switch, value):
         pytest.skip(f"{expression.path}:{expression.line}: no stand-in: {str(error).splitlines()[0]}")
 
 
+# The switches the registry of concerns hands an applier (plugins/module_utils/concerns.py): typed on the controller
+# by the module's own argument spec (plugins/plugin_utils/role_checks.py _typed), or derived there.
+def _registry_switches():
+    from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
+
+    found = {}
+    for concern in concerns.CONCERNS:
+        for argument, source in concern.args.items():
+            if isinstance(source, str) and source in NAMES:
+                found[source] = (concern, argument)
+    return found
+
+
+REGISTRY = _registry_switches()
+DERIVED_SWITCHES = {"gpucluster_site_preflight": "site_preflight"}
+
+
+class _View:
+    def __init__(self, variables):
+        self.variables = variables
+
+    def get(self, name, default=None):
+        return self.variables.get(name, default)
+
+
+def _registry_value(switch, value):
+    from ansible_collections.gpucluster.fabric.plugins.plugin_utils import role_checks
+
+    if switch in DERIVED_SWITCHES:
+        return role_checks.DERIVED[DERIVED_SWITCHES[switch]](_View({switch: value}))
+    concern, argument = REGISTRY[switch]
+    return role_checks._typed(concern, {argument: value})[argument]
+
+
+@pytest.mark.parametrize("switch", sorted(set(REGISTRY) | set(DERIVED_SWITCHES)))
+def test_registry_switch_is_typed_like_the_boolean(switch):
+    """A switch the registry hands an applier reaches it as the boolean each spelling means."""
+    for spellings in (TRUE_SPELLINGS, FALSE_SPELLINGS):
+        for spelling in spellings:
+            assert _registry_value(switch, spelling) is spellings[-1], f"{switch}={spelling!r}"
+
+
 def test_every_switch_has_a_case():
-    switches = {case.values[0] for case in CASES}
+    switches = {case.values[0] for case in CASES} | set(REGISTRY) | set(DERIVED_SWITCHES)
     assert switches == NAMES
+    assert len(REGISTRY) >= 10
     # A floor against a walk that finds nothing; switches passed to modules (type bool, converted by Ansible's
     # argument spec) are no conditional of ours, so the count falls as logic moves into Python.
     assert sum(1 for case in CASES if case.values[1].conditional) >= 3
@@ -170,7 +213,9 @@ def test_string_evaluates_like_the_boolean(switch, expression, scope):
 @pytest.mark.parametrize("switch", sorted(NAMES))
 def test_switch_decides(switch):
     """With the stand-ins, true and false give different results somewhere: the cases above really test the switch."""
-    results = []
+    results = [tuple(_registry_value(switch, value) for value in (True, False))] if switch in REGISTRY else []
+    if switch in DERIVED_SWITCHES:
+        results.append(tuple(_registry_value(switch, value) for value in (True, False)))
     for case in CASES:
         name, expression, scope = case.values
         if name == switch:

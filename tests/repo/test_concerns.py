@@ -12,15 +12,16 @@ ROOT = Path(__file__).resolve().parents[2]
 NAMES = set(concerns.roles())
 
 
-def _documented_choices(module):
+def _documented_choices(module, option="roles"):
     text = (ROOT / "plugins" / "modules" / f"{module}.py").read_text()
     documentation = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
-    return documentation["options"]["roles"]["choices"]
+    return documentation["options"][option]["choices"]
 
 
 def test_the_documentation_lists_the_registrys_roles():
     assert _documented_choices("preflight") == list(concerns.roles())
     assert _documented_choices("apply") == list(concerns.applied_together())
+    assert _documented_choices("apply", "role") == list(concerns.applied())
 
 
 def test_the_node_runs_an_applier_for_each_concern_that_has_one():

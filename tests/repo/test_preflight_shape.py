@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pytest
 import yaml
 from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
 from ansible_collections.gpucluster.fabric.plugins.module_utils.concerns import roles
@@ -34,44 +33,76 @@ def test_every_role_has_its_check():
         assert own != on_host, role  # checked on the controller, or through the host call: one or the other
 
 
-@pytest.mark.parametrize(
-    ("role", "tasks_file", "module"),
-    [
-        ("rdma_core", "apply.yml", "gpucluster.fabric.rdma_core"),
-        ("rdma_modules", "apply.yml", "gpucluster.fabric.rdma_modules"),
-        ("nccl", "apply.yml", "gpucluster.fabric.nccl"),
-        ("cuda_repo", "main.yml", "gpucluster.fabric.cuda_repo"),
-    ],
-)
-def test_the_checks_use_the_roles_own_task_arguments(role, tasks_file, module):
-    """The checks read each applier's arguments from the role's task file (role_checks.RoleVars.task_args): the
-    task exists, and a state variable the check sets is what the task reads."""
-    (task,) = [t for t in yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text()) if module in t]
-    args = task[module]
-    if role != "cuda_repo":
-        assert args["state"] == f"{{{{ __{role}_state | default('present') }}}}", role
-    else:  # the probe takes the applier's arguments but the applier-only ones
-        probe = yaml.safe_load((ROOT / "plugins" / "modules" / "cuda_repo_probe.py").read_text().split('"""')[1])
-        options = set(probe["options"])
-        assert set(args) - {"run_tags", "skip_tags", "host", "header"} <= options
+def _role_tasks(role):
+    for path in sorted((ROOT / "roles" / role / "tasks").glob("*.yml")):
+        for task in yaml.safe_load(path.read_text()) or []:
+            yield path.name, task
+
+
+def test_each_role_applies_its_concern_through_module_apply_alone():
+    """A role's applier task is module gpucluster.fabric.apply with its role alone: the arguments are the registry's
+    (made from the role's variables in Python, as site.yml's calls and the intent make them), the tags the
+    registry's, and the checks module apply's (where the site preflight did not pass the host). No role task gives
+    its applier module the intent's arguments itself."""
+    for concern in concerns.CONCERNS:
+        if not concern.module:
+            continue
+        applies = [(name, task) for name, task in _role_tasks(concern.role) if "gpucluster.fabric.apply" in task]
+        assert len(applies) == 1, concern.role
+        _name, task = applies[0]
+        assert task["gpucluster.fabric.apply"] == {"role": concern.role}, concern.role
+        assert set(task.get("tags") or []) == set(concern.tags), concern.role
+        assert "when" not in task, concern.role  # a host without anything to apply is still checked
+        for _name, other in _role_tasks(concern.role):
+            # nccl's install.yml asks its module other things (the pin to restore, the library): never the intent.
+            given = set(other.get(concern.module) or {}) - {"host", "header", "nccl_version", "cuda_version"}
+            assert not given & set(concern.args) - {"package_revision"}, (concern.role, sorted(given))
+
+
+def test_the_registry_reads_only_declared_variables_and_known_arguments():
+    """Each argument the registry names is an option of its module's argument spec, and each variable it reads is one
+    the role declares (meta/argument_specs.yml) or sets (vars/main.yml), or another role's declared variable: a
+    renamed argument or variable fails here, not as a silent default."""
+    declared = {}
+    for role in roles():
+        specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+        own = set(specs["argument_specs"]["main"].get("options") or {})
+        vars_file = ROOT / "roles" / role / "vars" / "main.yml"
+        own |= set(yaml.safe_load(vars_file.read_text()) or {}) if vars_file.is_file() else set()
+        declared[role] = own
+    everyone = set().union(*declared.values())
+    seen = 0
+    for concern in concerns.CONCERNS:
+        if not concern.module:
+            continue
+        spec = getattr(role_checks.concern_code(concern), concern.spec)
+        assert set(concern.args) <= set(spec), (concern.role, sorted(set(concern.args) - set(spec)))
+        for source in concern.args.values():
+            for name in source if isinstance(source, list) else [source]:
+                seen += 1
+                if not isinstance(name, str):
+                    continue
+                if name.startswith("@template:"):
+                    name = name.split(":", 1)[1]
+                    if not name.startswith("__"):
+                        assert (ROOT / "roles" / concern.role / "templates" / name).is_file(), name
+                        continue
+                if name.startswith("@"):
+                    assert name[1:] in role_checks.DERIVED, name
+                    continue
+                assert name in declared[concern.role] or (not name.startswith("__") and name in everyone), name
+    assert seen > 80
 
 
 def test_the_roles_checks_run_through_the_same_plugin():
-    """A role in a play of one's own runs its checks with the site preflight's code: its first task, or its applier
-    with role_checks (action plugins/plugin_utils/role_checks.py CheckedApplierAction), unless the preflight did."""
-    tasks = yaml.safe_load((ROOT / "roles" / "opensm" / "tasks" / "main.yml").read_text())
-    assert tasks[0]["gpucluster.fabric.preflight"] == {"roles": ["opensm"], "argument_specs": False}
-    for role, tasks_file, module in (
-        ("fabric_interfaces", "main.yml", "fabric_interfaces"),
-        ("roce_qos", "main.yml", "roce_qos"),
-        ("fabric_validate", "collect.yml", "fabric_validate_collect"),
-    ):
-        (task, *_) = yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text())
-        args = task[f"gpucluster.fabric.{module}"]
-        assert args["role_checks"] == f"{{{{ '{role}' not in __gpucluster_checked | default([]) }}}}", role
-        assert "when" not in task, role  # a host without anything to apply is still checked
-        action = (ROOT / "plugins" / "action" / f"{module}.py").read_text()
-        assert f'ROLE = "{role}"' in action and "CheckedApplierAction" in action
+    """A role in a play of one's own runs its checks with the site preflight's code: module apply (above), or the
+    fabric_validate read with role_checks (action plugins/plugin_utils/role_checks.py CheckedApplierAction), unless
+    the preflight did."""
+    (task, *_) = yaml.safe_load((ROOT / "roles" / "fabric_validate" / "tasks" / "collect.yml").read_text())
+    args = task["gpucluster.fabric.fabric_validate_collect"]
+    assert args["role_checks"] == "{{ 'fabric_validate' not in __gpucluster_checked | default([]) }}"
+    action = (ROOT / "plugins" / "action" / "fabric_validate_collect.py").read_text()
+    assert 'ROLE = "fabric_validate"' in action and "CheckedApplierAction" in action
     for role in roles():
         assert not (ROOT / "roles" / role / "tasks" / "preflight.yml").exists(), role
 
@@ -100,8 +131,8 @@ def test_site_imports_the_playbooks_of_every_role():
 
 
 def test_an_apply_task_carries_the_tags_of_its_roles_appliers():
-    """`--tags <role>_<step>` selects the task of module gpucluster.fabric.apply that applies the role, as it selected
-    the role's own applier task: the task's tags are those of its roles' applier tasks, neither more nor fewer."""
+    """`--tags <role>_<step>` selects the task of module gpucluster.fabric.apply that applies the role, as it selects
+    the role's own applier task: the task's tags are its roles' (the registry's), neither more nor fewer."""
     seen = 0
     for name in ("rdma.yml", "nccl.yml", "interfaces.yml"):
         for play in yaml.safe_load((ROOT / "playbooks" / name).read_text()):
@@ -110,11 +141,6 @@ def test_an_apply_task_carries_the_tags_of_its_roles_appliers():
                     continue
                 seen += 1
                 roles = [r for r in concerns.applied_together() if f"'{r}'" in task["gpucluster.fabric.apply"]["roles"]]
-                expected = set()
-                for role in roles:
-                    concern = concerns.get(role)
-                    for entry in yaml.safe_load((ROOT / "roles" / role / "tasks" / concern.task).read_text()):
-                        if concern.module in entry:
-                            expected |= set(entry.get("tags") or [])
+                expected = {tag for role in roles for tag in concerns.get(role).tags}
                 assert roles and set(task.get("tags") or []) == expected, (name, roles)
     assert seen >= 2
