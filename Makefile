@@ -74,6 +74,7 @@ lint: venv  ## yamllint, ansible-lint (production profile), ruff, Jinja logic <=
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python tools/role_docs.py --check
+	$(BIN)/python tools/concern_docs.py --check
 	$(BIN)/python tools/mlxconfig_catalogue.py --check
 	$(BIN)/python tools/bool_uses.py
 	$(BIN)/python tools/jinja_logic.py
@@ -83,8 +84,9 @@ lint: venv  ## yamllint, ansible-lint (production profile), ruff, Jinja logic <=
 	tests/lab/promtool.sh test rules tests/prometheus/gpucluster-fabric.test.yml
 
 .PHONY: docs
-docs: venv  ## regenerate the variable tables in roles/*/README.md from meta/argument_specs.yml
+docs: venv  ## regenerate the variable tables in roles/*/README.md and docs/architecture.md's table of concerns
 	$(BIN)/python tools/role_docs.py
+	$(BIN)/python tools/concern_docs.py
 
 .PHONY: unit
 unit: venv  ## pytest unit tests for plugins and module_utils

@@ -9,9 +9,8 @@ that role's argument spec and input checks run first, every problem at once, bef
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpucluster.fabric.plugins.action import roce_qos
-from ansible_collections.gpucluster.fabric.plugins.action.declared_vars import ActionModule as DeclaredVarsAction
 from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.inventory_checks import InventoryChecksMixin
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.preflight import failure_message
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import (
     RoleChecksMixin,
@@ -22,20 +21,17 @@ from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks impo
 # An argument taken from an earlier role's result in the same call: what cuda_repo read of the repository in check
 # mode (before apt has lists of it) is what nccl checks its build against, as role nccl reads cuda_repo_applied.
 INPUTS = {"nccl": {"offered_index": ["gpucluster.fabric.cuda_repo", "offered_nccl"]}}
-# What a role's own action plugin adds to its module's result (none: the module's result as it is). A module with
-# nothing to do is not run: role_checks.nothing_to_apply, the concern's own rule.
-WITH_REQUEST = {"roce_qos": roce_qos.with_request}
 # Tags that select one concern's steps (the registry's ``tags``): in a play of several roles, they select that role.
 STEP_TAGS = frozenset(tag for concern in concerns.CONCERNS for tag in concern.tags)
 
 
-class ActionModule(RoleChecksMixin, DeclaredVarsAction):
+class ActionModule(RoleChecksMixin, InventoryChecksMixin, ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
     _VALID_ARGS = frozenset({"roles", "role"})
 
     def run(self, tmp=None, task_vars=None):
-        result = ActionBase.run(self, tmp, task_vars)
+        result = super().run(tmp, task_vars)
         task_vars = dict(task_vars or {})
         host = task_vars.get("inventory_hostname", "localhost")
         one = self._task.args.get("role")
@@ -75,13 +71,15 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
         for role in selected if not problems else []:
             module = concerns.get(role).module
             args = checks.applier_args(role, intent if role in checked else None)
-            made_from[role] = "intent" if role in checked and role in (intent.get("roles") or {}) else "variables"
+            parts = intent.get("roles") or {}
+            from_intent = role in checked and role in parts and role not in (intent.get("masked") or [])
+            made_from[role] = "intent" if from_intent else "variables"
             if "keyring_deb_src" in args:  # the controller's cuda-keyring .deb, which cuda_repo installs
                 missing = read_keyring_deb(args, self._role_file)
                 problems += [f"{host}: gpucluster.fabric.cuda_repo: {error}" for error in missing]
             nothing = nothing_to_apply(role, args)
             if nothing is not None:
-                mine[role] = WITH_REQUEST.get(role, lambda r, a: r)(nothing, args)
+                mine[role] = nothing
                 continue
             steps.append((role, module, args))
         if problems:
@@ -104,8 +102,8 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
             outcomes = called.get("results") or []
             if len(outcomes) != len(steps):  # the call itself failed (unreachable, no Python): every role says so
                 outcomes = [called] * len(steps)
-            for (role, _module, args), outcome in zip(steps, outcomes):
-                mine[role] = WITH_REQUEST.get(role, lambda r, a: r)(dict(outcome), args)
+            for (role, _module, _args), outcome in zip(steps, outcomes):
+                mine[role] = dict(outcome)
                 # A fact a role's module sets (hca_firmware's reboot_required), as the role's own task would.
                 if outcome.get("ansible_facts"):
                     result.setdefault("ansible_facts", {}).update(outcome["ansible_facts"])
@@ -157,7 +155,7 @@ class ActionModule(RoleChecksMixin, DeclaredVarsAction):
         if steps:
             ((_role, module, args),) = steps
             outcome = self._execute_module(module_name=module, module_args=args, task_vars=task_vars)
-            mine[role] = WITH_REQUEST.get(role, lambda r, a: r)(dict(outcome), args)
+            mine[role] = dict(outcome)
         facts = result.pop("ansible_facts", None)
         result.update(mine[role])
         if facts:

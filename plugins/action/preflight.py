@@ -8,20 +8,21 @@ and one report of every problem (plugins/plugin_utils/preflight.py)."""
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.gpucluster.fabric.plugins.action.declared_vars import ActionModule as DeclaredVarsAction
+from ansible.plugins.action import ActionBase
 from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
 from ansible_collections.gpucluster.fabric.plugins.module_utils.intent import document
+from ansible_collections.gpucluster.fabric.plugins.plugin_utils.inventory_checks import InventoryChecksMixin
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.preflight import failure_message, report
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import RoleChecksMixin
 
 
-class ActionModule(RoleChecksMixin, DeclaredVarsAction):
+class ActionModule(RoleChecksMixin, InventoryChecksMixin, ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
     _VALID_ARGS = frozenset({"roles", "unknown_vars", "argument_specs", "intent"})
 
     def run(self, tmp=None, task_vars=None):
-        result = super(DeclaredVarsAction, self).run(tmp, task_vars)  # ActionBase's
+        result = super().run(tmp, task_vars)
         task_vars = dict(task_vars or {})
         host = task_vars.get("inventory_hostname", "?")
         args = self._task.args

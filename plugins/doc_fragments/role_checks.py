@@ -1,6 +1,7 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
-"""The option of the modules whose action plugin runs their role's input checks first (CheckedApplierAction)."""
+"""The option of module fabric_validate_collect, whose action plugin runs role fabric_validate's input checks first
+(CheckedApplierAction)."""
 
 
 class ModuleDocFragment:
@@ -8,10 +9,9 @@ class ModuleDocFragment:
 options:
   role_checks:
     description:
-      - Run the input checks of the role this module serves first (the role of the same name; C(fabric_validate)
-        for M(gpucluster.fabric.fabric_validate_collect)), with the host's role variables, on the controller with
-        the site preflight's code, and fail with every problem before the module runs. The role passes V(true)
-        unless the site preflight already checked the host.
+      - Run the input checks of role C(fabric_validate) first, with the host's role variables, on the controller with
+        the site preflight's code, and fail with every problem before the module runs. The role passes V(true) unless
+        the site preflight already checked the host.
     type: bool
     default: false
 """

@@ -117,7 +117,6 @@ CONCERNS = (
         {
             "interfaces": "__roce_qos_settings",
             **_own("roce_qos", "require_pfc", "persist"),
-            "boot_script": "@roce_qos_boot_script",
             "boot_wait_seconds": "roce_qos_boot_wait_seconds",
             "header": "@header",
         },
@@ -176,7 +175,7 @@ CONCERNS = (
             "unit": "__opensm_unit",
             "directories": ["__opensm_config_dir", "__opensm_dropin_dir"],
             "partitions_file": "__opensm_partitions_file",
-            "partitions": "@template:partitions.conf.j2",
+            "partitions": "@opensm_partitions_conf",
             "conf_file": "__opensm_conf_file",
             "conf": "@template:opensm.conf.j2",
             "defaults_file": "__opensm_defaults_file",

@@ -357,7 +357,6 @@ class InterfacesApplier:
 
 # Module fabric_interfaces' options (documented in plugins/modules/fabric_interfaces.py).
 ARGUMENT_SPEC = {
-    "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
     **applier.ARGUMENT_SPEC,
     "interfaces": {"type": "list", "elements": "dict", "required": True},
     "backend": {"type": "str", "default": "auto", "choices": ["auto", *BACKENDS]},
@@ -382,6 +381,9 @@ def run(module):
     """Module fabric_interfaces: each step the run names, each changing only what differs."""
     module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
     params = module.params
+    nothing = nothing_to_apply(params)
+    if nothing is not None:
+        module.exit_json(**nothing)
     apply = applier.Applier(module)
     interfaces = [normalise_interface(item) for item in params["interfaces"]]
     steps = steps_to_run(params["run_tags"], params["skip_tags"])

@@ -1,13 +1,13 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 """Tenant isolation read back from the fabric: which P_Keys each channel adapter port holds (``smpquery pkeys``
-over the ports ``ibnetdiscover -p`` finds), against what partitions.conf says each port must hold.
+over the ports ``ibnetdiscover -p`` finds), against what the intent's partitions (opensm_partitions.partition_list,
+the model partitions.conf is rendered from) say each port must hold.
 
-partitions.conf grammar (OpenSM's doc/partition-config.txt): ``Name[=PKey][,flag]... : member[, member]... ;`` with a
-member ``0x<port GUID>[=full|limited|both]``, ``ALL``, ``ALL_CAS``, ``ALL_SWITCHES``, ``ALL_ROUTERS`` or ``SELF`` (the
-subnet manager's own port); a member without a suffix is limited. A full member holds the P_Key with bit 15 set, a
-limited member without it, ``both`` holds the two. Standard library only (Python 3.8 targets): the node check runs it
-on a subnet manager.
+A partition's member is ``0x<port GUID>`` with membership ``full``, ``limited`` or ``both``, or one of OpenSM's
+words ``ALL``, ``ALL_CAS``, ``ALL_SWITCHES``, ``ALL_ROUTERS`` or ``SELF`` (the subnet manager's own port; OpenSM's
+doc/partition-config.txt). A full member holds the P_Key with bit 15 set, a limited member without it, ``both`` holds
+the two. Standard library only (Python 3.8 targets): the node check runs it on a subnet manager.
 """
 
 import re
@@ -16,39 +16,12 @@ from .opensm_partitions import normalize_port_guid
 
 FULL_BIT = 0x8000
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
-_MEMBERSHIPS = ("full", "limited", "both")
 
 
 def port_guid(text):
     """A port GUID as partitions.conf and ibnetdiscover write it (normalize_port_guid), also from the short hex
     sminfo prints (``0x2c90300a00001``)."""
     return normalize_port_guid(f"{int(str(text), 16):016x}")
-
-
-def parse_partitions(text):
-    """[{name, pkey (15 bits), members: [(member, membership)]}] of a partitions.conf text, comments dropped, in the
-    file's order; a member is an ``ALL``-style word or a port_guid. Raises ValueError naming what it cannot read."""
-    body = "\n".join(line.split("#", 1)[0] for line in (text or "").splitlines())
-    partitions = []
-    for statement in body.split(";"):
-        if not statement.strip():
-            continue
-        if ":" not in statement:
-            raise ValueError(f"a partition without ':' ({' '.join(statement.split())!r})")
-        head, members_text = statement.split(":", 1)
-        name, pkey_text = (head.split(",", 1)[0].strip().split("=", 1) + [""])[:2]
-        pkey = int(pkey_text, 16) & 0x7FFF if pkey_text.strip() else None
-        members = []
-        for item in re.split(r"[,\s]+", members_text.strip()):
-            if not item:
-                continue
-            member, membership = (item.split("=", 1) + [""])[:2]
-            membership = membership or "limited"
-            if membership not in _MEMBERSHIPS:
-                raise ValueError(f"partition {name.strip()}: membership {membership!r} of {member}")
-            members.append((member.upper() if not member.lower().startswith("0x") else port_guid(member), membership))
-        partitions.append({"name": name.strip(), "pkey": pkey, "members": members})
-    return partitions
 
 
 def wanted_pkeys(partitions, guid, self_guid=None):

@@ -29,8 +29,11 @@ def redact(value):
 
 
 def document(host, roles):
-    """The intent document of ``host``: {schema, host, roles: {role: intent}}."""
-    return {"schema": SCHEMA, "host": host, "roles": redact(dict(roles))}
+    """The intent document of ``host``: {schema, host, roles: {role: intent}}, and ``masked``: the roles whose part
+    had a URL's user and password masked (module apply makes their arguments from the variables instead)."""
+    parts = {role: redact(part) for role, part in dict(roles).items()}
+    masked = sorted(role for role, part in parts.items() if part != roles[role])
+    return {"schema": SCHEMA, "host": host, "roles": parts, **({"masked": masked} if masked else {})}
 
 
 def render(intent):

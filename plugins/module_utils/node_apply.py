@@ -34,10 +34,5 @@ APPLIERS = {
         _changes,
     ),
     "gpucluster.fabric.opensm": (opensm_apply.ARGUMENT_SPEC, opensm_apply.run, _changes),
-    "gpucluster.fabric.roce_qos": (
-        roce_qos_node.ARGUMENT_SPEC,
-        roce_qos_node.run,
-        _changes,
-        {"required_if": roce_qos_node.REQUIRED_IF},
-    ),
+    "gpucluster.fabric.roce_qos": (roce_qos_node.ARGUMENT_SPEC, roce_qos_node.run, _changes),
 }

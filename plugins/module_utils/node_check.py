@@ -46,7 +46,7 @@ from .fabric_checks import check as _check
 from .fabric_checks.isolation import isolation_checks
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
 from .fabric_collect import CollectError, collect
-from .fabric_isolation import parse_ca_ports, parse_partitions, parse_pkey_table, port_guid
+from .fabric_isolation import parse_ca_ports, parse_pkey_table, port_guid
 from .node_apply import APPLIERS
 from .sminfo import sminfo_outcome
 
@@ -352,10 +352,11 @@ def drift_check(host, role, args, module_class=NodeModule):
     arguments = dict((args or {}).get("applier", args or {}))
     # Arguments that leave the applier nothing to do (no interface, no setting named): site.yml does not run it, so
     # neither does the check (the concern's own rule, its code's nothing_to_apply).
-    nothing = getattr(sys.modules.get(run.__module__), "nothing_to_apply", None)
-    if nothing is not None and nothing(arguments) is not None:
-        message = f"{role}: {nothing(arguments).get('msg') or 'nothing to apply'}"
-        return _check(host, TIER, name, "passed", message, 0, 0, "changes"), nothing(arguments)
+    rule = getattr(sys.modules.get(run.__module__), "nothing_to_apply", None)
+    nothing = rule(arguments) if rule is not None else None
+    if nothing is not None:
+        message = f"{role}: {nothing.get('msg') or 'nothing to apply'}"
+        return _check(host, TIER, name, "passed", message, 0, 0, "changes"), nothing
     if "state" in spec:
         arguments["state"] = "present"
     try:
@@ -516,10 +517,11 @@ def own_sm_state(host, unit, module, environment, master):
 
 def isolation(host, opensm, module, master_guid):
     """Tenant isolation read from the fabric, on a subnet manager: every channel adapter port ``ibnetdiscover -p``
-    finds, its P_Key table (``smpquery pkeys <LID>``), against the intent's partitions.conf
-    (fabric_checks.isolation_checks); ``master_guid``: the master SM's port, partitions.conf's ``SELF``."""
-    partitions_text = (opensm.get("applier") or {}).get("partitions")
-    if not partitions_text:
+    finds, its P_Key table (``smpquery pkeys <LID>``), against the intent's partitions (``partition_list``: the
+    model partitions.conf is rendered from, opensm_partitions.partition_list; fabric_checks.isolation_checks);
+    ``master_guid``: the master SM's port, partitions.conf's ``SELF``."""
+    partitions = opensm.get("partition_list")
+    if not partitions:
         return []
     environment = dict(opensm.get("diag_environment") or {})
     timeout = module.get_bin_path("timeout") or "timeout"
@@ -542,10 +544,6 @@ def isolation(host, opensm, module, master_guid):
     # the deadline, not 5 s a port.
     with concurrent.futures.ThreadPoolExecutor(max_workers=ISOLATION_WORKERS) as pool:
         list(pool.map(read, ports))
-    try:
-        partitions = parse_partitions(partitions_text)
-    except ValueError as exc:
-        return [_check(host, TIER, "partition", "failed", f"the intent's partitions.conf cannot be read: {exc}")]
     self_guid = port_guid(master_guid) if master_guid else None
     return isolation_checks(host, partitions, ports, self_guid)
 

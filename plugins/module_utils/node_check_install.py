@@ -30,7 +30,6 @@ MAX_INTERVAL = 86400
 # Module node_check's options (documented in plugins/modules/node_check.py).
 ARGUMENT_SPEC = {
     **APPLIER_ARGUMENTS,
-    "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
     "interval": {"type": "int", "default": 300},
     "timer": {"type": "bool", "default": True},
     "only": {"type": "list", "elements": "str", "default": []},

@@ -535,6 +535,23 @@ def render_partitions_conf(model, header=""):
     return "\n".join(lines) + "\n"
 
 
+def partition_list(model):
+    """The partitions of a resolve_partitions model as OpenSM reads them from render_partitions_conf's text, Default
+    first: [{name, pkey (15 bits), members: [[member, membership]]}], a member being an ALL-style word or a port GUID.
+    The host's intent carries it, and the node check judges the fabric's P_Key tables against it."""
+    default = model["default"]
+    if default["membership"] == "full":
+        members = [["ALL", "full"]]
+    else:
+        members = [["ALL", "limited"], ["ALL_SWITCHES", "full"], ["SELF", "full"]]
+    members += [[guid, "full"] for guid in sorted(dict.fromkeys(default["full_members"]))]
+    listed = [{"name": "Default", "pkey": 0x7FFF, "members": members}]
+    for part in model["partitions"]:
+        members = [[guid, membership] for guid, membership in sorted(part["members"].items())]
+        listed.append({"name": part["name"], "pkey": part["pkey"] & 0x7FFF, "members": members})
+    return listed
+
+
 def partitions_conf(partitions, hostvars, groups, default_partition=None, host="localhost", header=""):
     """Validate and render in one step; raises PartitionError listing every problem."""
     model, errors = resolve_partitions(partitions, hostvars, groups, default_partition, host)

@@ -223,8 +223,8 @@ def resolved_settings(defaults, overrides, interfaces):
 
 # --- at boot and after a driver reload ------------------------------------------------------------------------------
 # The boot-time unit runs the very code module roce_qos runs (roce_qos_apply.py, through the entry point
-# roce_qos_boot.py beside it) on the settings the module applied: a reboot or a driver reload must not return the host
-# to lossy defaults.
+# roce_qos_boot.py beside it, both written from the module's own module_utils) on the settings the module applied: a
+# reboot or a driver reload must not return the host to lossy defaults.
 
 LIBEXEC = "/usr/local/libexec/gpucluster"
 BOOT_SCRIPT = LIBEXEC + "/roce_qos_boot.py"

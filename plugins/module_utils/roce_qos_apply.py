@@ -4,7 +4,7 @@
 
 Standard library only: module ``roce_qos`` imports this file, and role ``roce_qos`` installs the same file on the
 host, where a systemd unit runs it at boot and after an RDMA device appears (a reboot or a driver reload would
-otherwise return the host to lossy defaults), through the role's roce_qos_boot.py, which gives it a command runner.
+otherwise return the host to lossy defaults), through roce_qos_boot.py, which gives it a bounded command runner.
 What one run does is what the other does. Every command goes through the runner the caller gives (the module's
 run_command, the boot script's subprocess, a test's fake).
 
@@ -315,9 +315,9 @@ def _say(stream, line):
 
 
 def main(argv, run):
-    """Boot-time run (roles/roce_qos/files/roce_qos_boot.py): argv is ``<config.json> [wait seconds]``, the config
-    {"interfaces": {name: settings}} as the role wrote it; run(argv) runs a command. Returns 1 when a command fails,
-    0 otherwise (an unsupported setting is logged, as the role reports it)."""
+    """Boot-time run (roce_qos_boot.py, installed beside this file): argv is ``<config.json> [wait seconds]``, the
+    config {"interfaces": {name: settings}} as the module wrote it; run(argv) runs a command. Returns 1 when a command
+    fails, 0 otherwise (an unsupported setting is logged, as the role reports it)."""
     with open(argv[0], encoding="utf-8") as handle:
         config = json.load(handle)
     interfaces = config["interfaces"]

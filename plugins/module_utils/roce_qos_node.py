@@ -7,41 +7,48 @@ Python 3.8 targets."""
 import inspect
 
 from . import roce_qos as rules
-from . import roce_qos_apply
+from . import roce_qos_apply, roce_qos_boot
 from .applier import Applier
 from .roce_qos_apply import CHANGED, SETTINGS, UNSUPPORTED, Host, QosError, apply_all, module_runner
 
 # Module roce_qos' options (documented in plugins/modules/roce_qos.py).
 ARGUMENT_SPEC = {
-    "role_checks": {"type": "bool", "default": False},  # the action plugin's (controller side)
     "interfaces": {"type": "dict", "required": True},
     "require_pfc": {"type": "bool", "default": False},
     "warn_unsupported": {"type": "bool", "default": True},
     "sysfs_root": {"type": "path", "default": "/"},
     "configfs_root": {"type": "path", "default": "/sys/kernel/config"},
     "persist": {"type": "bool", "default": False},
-    "boot_script": {"type": "str", "default": ""},
     "boot_wait_seconds": {"type": "int", "default": 120},
     "header": {"type": "str", "default": ""},
     "root": {"type": "path", "default": "/"},
 }
-REQUIRED_IF = [("persist", True, ("boot_script",))]
 
 
 def _no_pfc(results):
     return [name for name, result in results.items() if result["pfc"]["state"] == UNSUPPORTED]
 
 
+def asked(args):
+    """What was asked, beside the result (``settings``, ``require_pfc``): role roce_qos registers the result as the
+    fact gpucluster_roce_qos, which fabric_validate reads the live QoS back against."""
+    return {"settings": args.get("interfaces") or {}, "require_pfc": args.get("require_pfc") is True}
+
+
 def nothing_to_apply(args):
     """The result when the host has no RoCE interface (the module is then not run), else None."""
     if args.get("interfaces"):
         return None
-    return {"changed": False, "interfaces": {}, "unsupported": [], "msg": "no RoCE interface: nothing to apply"}
+    nothing = {"changed": False, "interfaces": {}, "unsupported": [], "msg": "no RoCE interface: nothing to apply"}
+    return {**nothing, **asked(args)}
 
 
 def run(module):
     """Module roce_qos: every setting read and compared, then written where it differs (none when PFC is required and
     a NIC cannot take it); with ``persist``, what re-applies them at boot."""
+    nothing = nothing_to_apply(module.params)
+    if nothing is not None:
+        module.exit_json(**nothing)
     run = module_runner(module)
 
     def apply(check_mode):
@@ -74,9 +81,11 @@ def run(module):
             interfaces=results,
             unsupported=unsupported,
             changed=False,
+            **asked(module.params),
         )
     changes, diff = persist(module) if module.params["persist"] and module.params["interfaces"] else ([], [])
     result = {"changed": changed or bool(changes), "interfaces": results, "unsupported": unsupported}
+    result.update(asked(module.params))
     result["changes"] = changes
     if module._diff:
         result["diff"] = diff
@@ -90,7 +99,7 @@ def persist(module):
     apply = Applier(module, params["root"])
     # the very code this module runs, as it was shipped to the host with the module
     apply.file(rules.APPLY_CODE, inspect.getsource(roce_qos_apply))
-    apply.file(rules.BOOT_SCRIPT, params["boot_script"].rstrip("\n") + "\n")
+    apply.file(rules.BOOT_SCRIPT, inspect.getsource(roce_qos_boot))
     apply.file(rules.CONFIG, rules.boot_config(interfaces))
     unit_before = len(apply.changes)
     apply.file(rules.UNIT_FILE, rules.boot_unit(header, interfaces, params["boot_wait_seconds"]))

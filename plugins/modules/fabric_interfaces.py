@@ -66,7 +66,6 @@ options:
     default: []
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
-  - gpucluster.fabric.role_checks
   - gpucluster.fabric.applier
   - gpucluster.fabric.attributes
   - gpucluster.fabric.attributes.posix

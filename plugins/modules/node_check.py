@@ -21,7 +21,6 @@ description:
   - Nothing runs the check itself; the timer, Slurm or a person does (C(docs/health.md)).
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
-  - gpucluster.fabric.role_checks
   - gpucluster.fabric.attributes
   - gpucluster.fabric.attributes.posix
   - gpucluster.fabric.applier

@@ -86,7 +86,7 @@ EXAMPLES = r"""
     unit: opensm@0x0002c90300000001.service
     directories: [/etc/opensm, /etc/systemd/system/opensm@.service.d]
     partitions_file: /etc/opensm/partitions.conf
-    partitions: "{{ lookup('ansible.builtin.template', 'partitions.conf.j2') }}"
+    partitions: "{{ opensm_partitions | gpucluster.fabric.opensm_partitions_conf(hostvars, groups) }}"
     conf_file: /etc/opensm/opensm.conf
     conf: "{{ lookup('ansible.builtin.template', 'opensm.conf.j2') }}"
     defaults_file: /etc/default/opensm

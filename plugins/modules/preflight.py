@@ -8,9 +8,9 @@ module: preflight
 version_added: 0.2.0
 short_description: Check a host for the collection's roles in one task and report every problem at once
 description:
-  - The check of C(gpucluster.fabric.preflight), which site.yml runs before any host changes, and the first task of
-    roles C(fabric_interfaces), C(roce_qos), C(opensm) and C(fabric_validate) (for their own role) in a play of your
-    own.
+  - The check of C(gpucluster.fabric.preflight), which site.yml runs before any host changes, and the same code that
+    M(gpucluster.fabric.apply) (each role's applier task) and role C(fabric_validate) run for their own role in a
+    play of your own.
   - Gathers the minimal facts when the host has none (and returns them, so that later plays need not gather them).
   - With O(unknown_vars), refuses inventory variables with the collection's prefixes that no role declares, as
     M(gpucluster.fabric.declared_vars) does.
@@ -18,8 +18,8 @@ description:
     out, so that the inventory's values are judged.
   - Runs each role's own input checks, with the host's variables as the role's tasks see them (role defaults, the
     host's variables, the role's vars). Those that need the host run the role's own modules read-only with the
-    arguments of the role's task files - M(gpucluster.fabric.rdma_modules) and M(gpucluster.fabric.nccl) with
-    O(gpucluster.fabric.nccl#module:state=checked), M(gpucluster.fabric.cuda_repo_probe),
+    arguments the registry of concerns makes from the role's variables - M(gpucluster.fabric.rdma_modules) and
+    M(gpucluster.fabric.nccl) with O(gpucluster.fabric.nccl#module:state=checked), M(gpucluster.fabric.cuda_repo_probe),
     M(gpucluster.fabric.fabric_link_info) - the others are the roles' rules, run on the controller
     (M(gpucluster.fabric.rdma_core)'s input rule with the arguments the role gives that module).
     A role whose argument spec refuses its values is not checked further.

@@ -44,17 +44,13 @@ options:
   persist:
     description:
       - Also make the settings hold at every boot and for every new RDMA device, writing only what differs - the code
-        this module runs (C(/usr/local/libexec/gpucluster/roce_qos_apply.py)) with its entry point O(boot_script)
-        beside it, the settings C(/etc/gpucluster/roce_qos.json), the enabled oneshot unit
-        C(gpucluster-roce-qos.service) and the udev rule C(/etc/udev/rules.d/90-gpucluster-roce-qos.rules) - and
-        reloading systemd or udev only when their file changed.
+        this module runs (C(/usr/local/libexec/gpucluster/roce_qos_apply.py)) with its entry point
+        C(roce_qos_boot.py) beside it (both the collection's module_utils, as the module ran them), the settings
+        C(/etc/gpucluster/roce_qos.json), the enabled oneshot unit C(gpucluster-roce-qos.service) and the udev rule
+        C(/etc/udev/rules.d/90-gpucluster-roce-qos.rules) - and reloading systemd or udev only when their file
+        changed.
     type: bool
     default: false
-  boot_script:
-    description:
-      - The entry point the unit runs (role roce_qos passes its C(files/roce_qos_boot.py)); required with O(persist).
-    type: str
-    default: ""
   boot_wait_seconds:
     description: How long the unit waits at boot for every interface's RDMA device before applying what it can.
     type: int
@@ -72,7 +68,6 @@ options:
     default: /
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
-  - gpucluster.fabric.role_checks
   - gpucluster.fabric.attributes
   - gpucluster.fabric.attributes.posix
 attributes:
@@ -108,12 +103,11 @@ unsupported:
   type: list
   elements: str
 settings:
-  description: O(interfaces) as asked (added by the action plugin; role roce_qos registers the result as the fact
-    C(gpucluster_roce_qos)).
+  description: O(interfaces) as asked (role roce_qos registers the result as the fact C(gpucluster_roce_qos)).
   returned: always
   type: dict
 require_pfc:
-  description: O(require_pfc) as asked (added by the action plugin).
+  description: O(require_pfc) as asked.
   returned: always
   type: bool
 changes:
@@ -126,13 +120,12 @@ changes:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.roce_qos_node import (  # noqa: E402
     ARGUMENT_SPEC,
-    REQUIRED_IF,
     run,
 )
 
 
 def main():
-    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True))
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.template import trust_as_template
 from ansible.vars.clean import namespace_facts
 
-from ..module_utils import concerns, node_check_install
+from ..module_utils import concerns, node_check_install, opensm_partitions
 from ..module_utils import hca_firmware as hca_firmware_rules
 from ..module_utils import rdma_core as rdma_core_rules
 from .mlxconfig_params import CATALOGUE
@@ -53,6 +53,7 @@ class RoleVars:
         variables["ansible_search_path"] = [str(root), *list(task_vars.get("ansible_search_path") or [])]
         variables.update(extra or {})
         self.role = role
+        self.memo = {}  # what derivations made once for this view (role opensm's partition model)
         self.loader = loader
         self._vars = variables
         self._args = None  # the applier's arguments, made once (applier_args)
@@ -63,6 +64,10 @@ class RoleVars:
         if name not in self._vars:
             return default
         return self._templar.template(self._vars[name])
+
+    def raw(self, name, default=None):
+        """A variable as it is, not templated (``hostvars``: the lazy mapping Ansible gives a filter)."""
+        return self._vars.get(name, default)
 
     def set(self, name, value):
         self._vars[name] = value
@@ -109,6 +114,38 @@ class RoleVars:
         return self.get(source)
 
 
+def _opensm_model(rv):
+    """The partitions' model of role opensm's view (opensm_partitions.resolve_partitions), made once per view: the
+    partitions.conf text and the intent's partition list come from it."""
+    if "opensm_model" not in rv.memo:
+        model, errors = opensm_partitions.resolve_partitions(
+            rv.get("opensm_partitions"),
+            rv.raw("hostvars"),  # the lazy mapping, as a filter gets it: only what the rules read is templated
+            rv.get("groups"),
+            rv.get("opensm_default_partition"),
+            rv.get("inventory_hostname", "localhost"),
+        )
+        if errors:  # the role's checks refuse these before any arguments are made
+            raise AnsibleError("opensm_partitions: " + "; ".join(errors))
+        rv.memo["opensm_model"] = model
+    return rv.memo["opensm_model"]
+
+
+def _partitions_conf(rv):
+    """partitions.conf as role opensm writes it: the managed header, what made it, and the partitions."""
+    head = [
+        _header(rv),
+        "# OpenSM partitions, rendered from opensm_partitions and the hosts' fabric_port_guids"
+        " (gpucluster.fabric.opensm).",
+        "# OpenSM re-reads this file on every heavy sweep; the role sends SIGHUP to start one.",
+    ]
+    return "\n".join(head) + "\n" + opensm_partitions.render_partitions_conf(_opensm_model(rv))
+
+
+def _header(rv):
+    return rv.expression("ansible_managed | default('Ansible managed') | comment")
+
+
 def _first(*values):
     return next((value for value in values if value is not None), {})
 
@@ -117,7 +154,7 @@ def _first(*values):
 DERIVED = {
     "host": lambda rv: rv.get("inventory_hostname", "localhost"),
     # Part of each file's content, which the node check compares.
-    "header": lambda rv: rv.expression("ansible_managed | default('Ansible managed') | comment"),
+    "header": _header,
     "os_family": lambda rv: (rv.get("ansible_facts") or {}).get("os_family"),
     "distribution": lambda rv: (rv.get("ansible_facts") or {}).get("distribution"),
     "run_tags": lambda rv: list(rv.get("ansible_run_tags") or []),
@@ -127,7 +164,6 @@ DERIVED = {
         for item in rv.get("fabric_interfaces") or []
         if isinstance(item, dict) and item.get("kind") == "roce"
     ],
-    "roce_qos_boot_script": lambda rv: (role_dir("roce_qos") / "files" / "roce_qos_boot.py").read_text().rstrip(),
     # What the CUDA repository offers, read where apt cannot tell yet: by the site preflight's cuda_repo check, or by
     # role cuda_repo in check mode on a host whose apt has no lists of it.
     "offered_nccl": lambda rv: _first(
@@ -136,6 +172,8 @@ DERIVED = {
         (rv.get("__gpucluster_preflight") or {}).get("offered_nccl"),
     ),
     "site_preflight": lambda rv: boolean(rv.get("gpucluster_site_preflight", False), strict=False),
+    "opensm_partitions_conf": _partitions_conf,
+    "opensm_partition_list": lambda rv: opensm_partitions.partition_list(_opensm_model(rv)),
 }
 
 
@@ -200,7 +238,12 @@ INTENT_VARS = {
     "opensm": (
         "__opensm_inputs",
         ("opensm_m_key", "opensm_sm_key", "opensm_sa_key"),
-        {"unit": "__opensm_unit", "diag_environment": "opensm_diag_environment"},
+        {
+            "unit": "__opensm_unit",
+            "diag_environment": "opensm_diag_environment",
+            # The partitions as OpenSM reads them: the node check's isolation family judges the fabric against them.
+            "partition_list": "@opensm_partition_list",
+        },
     ),
     "fabric_validate": (
         {
@@ -296,7 +339,7 @@ class Checks:
         """``role``'s applier arguments: the intent's part (``intent``: the host's intent document, which the site
         preflight made) with the arguments it leaves out, or, for a host without one, made from its variables."""
         part = ((intent or {}).get("roles") or {}).get(role)
-        if part is None:
+        if part is None or role in (intent.get("masked") or []):  # a masked URL is no argument
             return self.view(role).applier_args()
         if role in INTENT_VARS:
             part = part["applier"]
@@ -312,7 +355,8 @@ class Checks:
         if isinstance(source, dict):
             return {key: rv.get(name) for key, name in source.items()}
         part = {key: value for key, value in dict(rv.get(source) or {}).items() if key not in leave_out}
-        part.update({key: rv.get(name) for key, name in (extra[0] if extra else {}).items()})
+        for key, name in (extra[0] if extra else {}).items():
+            part[key] = DERIVED[name[1:]](rv) if name.startswith("@") else rv.get(name)
         if concerns.get(role).module:  # the files the role's module writes
             part["applier"] = rv.applier_args(intent=True)
         return part
@@ -451,8 +495,9 @@ class RoleChecksMixin:
 
 
 class CheckedApplierAction(RoleChecksMixin):
-    """An applier module's action plugin: with ``role_checks``, the role's checks first (the site preflight's code;
-    the role passes it when that preflight did not check the host), failing with every problem before any change."""
+    """A module's action plugin (fabric_validate_collect's; the appliers' roles go through module apply): with
+    ``role_checks``, the role's checks first (the site preflight's code; the role passes it when that preflight did
+    not check the host), failing with every problem before the module runs."""
 
     ROLE = None
     MODULE = None
@@ -477,10 +522,6 @@ class CheckedApplierAction(RoleChecksMixin):
                 return result
             if facts:
                 result["ansible_facts"] = facts
-        nothing = self._nothing_to_apply(args)
-        if nothing is not None:
-            result.update(nothing)
-            return result
         args = self._module_args(args, own, task_vars)
         result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))
         return self._finish(result, own)
@@ -492,7 +533,3 @@ class CheckedApplierAction(RoleChecksMixin):
     def _finish(self, result, own):
         """The task's result from the module's and the action's own arguments."""
         return result
-
-    def _nothing_to_apply(self, args):
-        """The result when the module has nothing to do with these arguments (it is then not run), else None."""
-        return nothing_to_apply(self.ROLE, args)

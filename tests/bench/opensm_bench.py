@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lab", "ibsim"))
 import gen_fabric  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import node_check  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import (  # noqa: E402
+    partition_list,
     partitions_conf,
     resolve_partitions,
 )
@@ -203,7 +204,8 @@ def bench_fabric(n_hcas, per_leaf, spines, samples, isolation_workers):
 
         bad = [g for g in sample if memberships_of(lab.pkeys(lids[g][0])) != expected(g, False)]
         print(f"fabric: P_Key tables of {len(sample)} sampled ports match the inventory: {not bad} {bad[:3]}")
-        bench_isolation(lab, part_file, sm_guid, len(lids), isolation_workers)
+        model, _errors = resolve_partitions(partitions(), hostvars, groups, DEFAULT_POLICY)
+        bench_isolation(lab, partition_list(model), sm_guid, len(lids), isolation_workers)
         # membership change: storage becomes a full member of 'training'
         with open(part_file, "w") as handle:
             handle.write(partitions_conf(partitions(extra_full_host=True), hostvars, groups, DEFAULT_POLICY))
@@ -228,13 +230,12 @@ def bench_fabric(n_hcas, per_leaf, spines, samples, isolation_workers):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def bench_isolation(lab, part_file, sm_guid, ports, workers):
+def bench_isolation(lab, listed, sm_guid, ports, workers):
     """The node check's isolation family as a subnet manager's run does it (node_check.isolation, under the run's
     deadline), with the environment that attaches the diagnostics to the simulated SM port (the lab's
-    opensm_diag_environment)."""
-    with open(part_file) as handle:
-        opensm = {"applier": {"partitions": handle.read()}, "diag_environment": {
-            key: lab.env[key] for key in ("LD_PRELOAD", "SIM_HOST", "OSM_TMP_DIR", "OSM_CACHE_DIR")}}  # fmt: skip
+    opensm_diag_environment), against the partition list of the same inventory as the intent carries it."""
+    environment = {key: lab.env[key] for key in ("LD_PRELOAD", "SIM_HOST", "OSM_TMP_DIR", "OSM_CACHE_DIR")}
+    opensm = {"partition_list": listed, "diag_environment": environment}
     node_check.NodeModule.deadline = time.monotonic() + node_check.RUN_DEADLINE
     node_check.NodeModule.timed_out = []
     # ibsim serves a few clients at once (OpenSM is one): past that, a client's connect fails and its port cannot be

@@ -57,3 +57,31 @@ def test_no_code_but_the_registry_lists_the_concerns():
             continue
         found |= {(relative, owner) for owner in _listings(path)}
     assert found == set(), "list the concerns in plugins/module_utils/concerns.py and read them there"
+
+
+def _intent_keys(role):
+    """The keys of ``role``'s part of the intent: its applier's arguments less what the intent leaves out, or what
+    role_checks.INTENT_VARS names for a role whose part is made from its variables."""
+    from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import INTENT_VARS
+
+    concern = concerns.get(role)
+    if role not in INTENT_VARS:
+        return set(concern.args) - set(concern.leave_out)
+    source, _leave_out, *extra = INTENT_VARS[role]
+    keys = set(source) if isinstance(source, dict) else set()
+    keys |= set(extra[0]) if extra else set()
+    return keys | ({"applier"} if concern.module else set())
+
+
+def test_the_node_check_reads_only_keys_the_intent_has():
+    """The node check reads other roles' parts by key: each key it reads is one the registry (or INTENT_VARS) puts
+    there, so renaming an argument fails here instead of moving the check onto its fallback default."""
+    import re
+
+    text = (ROOT / "plugins" / "module_utils" / "node_check.py").read_text()
+    reads = set(re.findall(r'\(roles\.get\("(\w+)"\) or \{\}\)\.get\("(\w+)"', text))
+    reads |= {("fabric_validate", key) for key in re.findall(r'\bvalidate\.get\("(\w+)"', text)}
+    reads |= {("opensm", key) for key in re.findall(r'\bopensm\.get\("(\w+)"', text)}
+    assert len(reads) >= 15, sorted(reads)
+    unknown = sorted((role, key) for role, key in reads if key not in _intent_keys(role))
+    assert unknown == [], unknown

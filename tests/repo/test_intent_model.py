@@ -103,3 +103,20 @@ def test_what_the_intent_leaves_out_is_not_in_it():
                 assert all(len(key) > 3 for key in keys), keys
                 assert all(key in checks.applier_args(role)["conf"] for key in keys), host  # opensm.conf has them
                 assert not any(key in json.dumps(part) for key in keys), host
+                # The partitions as the model the file is rendered from, which the node check judges the fabric by.
+                listed = part["partition_list"]
+                assert listed[0]["name"] == "Default" and listed[0]["pkey"] == 0x7FFF, host
+                for partition in listed[1:]:
+                    assert f"{partition['name']}={partition['pkey']:#06x}" in part["applier"]["partitions"], host
+
+
+def test_a_role_whose_part_was_masked_is_made_from_its_variables():
+    """A URL's user and password are masked in the intent: apply makes that role's arguments from the variables."""
+    from ansible_collections.gpucluster.fabric.plugins.module_utils.intent import document
+
+    loader, host, task_vars = next(iter(_hosts()))
+    checks = _checks(loader, task_vars)
+    part = checks.intent("rdma_core")
+    fact = document(host, {"rdma_core": {**part, "distribution": "https://u:p@example/"}})
+    assert fact["masked"] == ["rdma_core"]
+    assert _checks(loader, task_vars).applier_args("rdma_core", fact) == checks.view("rdma_core").applier_args()

@@ -1,33 +1,96 @@
 """Tenant isolation read back from the fabric: the parsers (module_utils/fabric_isolation.py) on the output real
 ibnetdiscover and smpquery printed against OpenSM on the benchmark's ibsim fabric (tests/fixtures/isolation/), and
-the judgement (fabric_checks.isolation_checks) against partitions.conf as role opensm renders it. The lab's fault test
-(tests/integration/test_site_faults.py) makes a port gain a P_Key on the running fabric."""
+the judgement (fabric_checks.isolation_checks) against the intent's partition list, which is what OpenSM reads in
+partitions.conf as role opensm renders it (read back here by a reader of OpenSM's grammar of the test's own). The
+lab's fault test (tests/integration/test_site_faults.py) makes a port gain a P_Key on the running fabric."""
 
+import re
 from pathlib import Path
 
 import pytest
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_checks import isolation_checks
 from ansible_collections.gpucluster.fabric.plugins.module_utils.fabric_isolation import (
     parse_ca_ports,
-    parse_partitions,
     parse_pkey_table,
+    port_guid,
     wanted_pkeys,
 )
-from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import render_partitions_conf
+from ansible_collections.gpucluster.fabric.plugins.module_utils.opensm_partitions import (
+    partition_list,
+    render_partitions_conf,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "isolation"
 SM = "0x0002c90300d00001"
 GPUS = [f"0x0002c90300d0{i:02x}01" for i in range(1, 17)]
 
 
-def _partitions():
-    model = {
+def _model():
+    return {
         "default": {"membership": "limited", "flags": ["ipoib", "mtu=5"], "full_members": {}},
         "partitions": [
             {"name": "training", "pkey": 0x0101, "flags": ["ipoib", "mtu=5"], "members": dict.fromkeys(GPUS, "full")}
         ],
     }
-    return parse_partitions(render_partitions_conf(model, header="#\n# Ansible managed\n#\n"))
+
+
+def _partitions():
+    return partition_list(_model())
+
+
+# OpenSM's partitions.conf grammar (doc/partition-config.txt), read here to prove the intent's partition list says what
+# the rendered file says: ``Name[=PKey][,flag]... : member[, member]... ;``, a member without a suffix is limited.
+_MEMBERSHIPS = ("full", "limited", "both")
+
+
+def parse_partitions(text):
+    """[{name, pkey (15 bits), members: [(member, membership)]}] of a partitions.conf text, comments dropped, in the
+    file's order; a member is an ``ALL``-style word or a port_guid. Raises ValueError naming what it cannot read."""
+    body = "\n".join(line.split("#", 1)[0] for line in (text or "").splitlines())
+    partitions = []
+    for statement in body.split(";"):
+        if not statement.strip():
+            continue
+        if ":" not in statement:
+            raise ValueError(f"a partition without ':' ({' '.join(statement.split())!r})")
+        head, members_text = statement.split(":", 1)
+        name, pkey_text = (head.split(",", 1)[0].strip().split("=", 1) + [""])[:2]
+        pkey = int(pkey_text, 16) & 0x7FFF if pkey_text.strip() else None
+        members = []
+        for item in re.split(r"[,\s]+", members_text.strip()):
+            if not item:
+                continue
+            member, membership = (item.split("=", 1) + [""])[:2]
+            membership = membership or "limited"
+            if membership not in _MEMBERSHIPS:
+                raise ValueError(f"partition {name.strip()}: membership {membership!r} of {member}")
+            members.append([member.upper() if not member.lower().startswith("0x") else port_guid(member), membership])
+        partitions.append({"name": name.strip(), "pkey": pkey, "members": members})
+    return partitions
+
+
+@pytest.mark.parametrize(
+    "default",
+    [
+        {"membership": "limited", "flags": ["ipoib", "mtu=5"], "full_members": {}},
+        {"membership": "full", "flags": [], "full_members": {"0x0002c90300d00001": True}},
+        {
+            "membership": "limited",
+            "flags": [],
+            "full_members": {"0x0002c90300d00002": True, "0x0002c90300d00001": True},
+        },
+    ],
+)
+def test_the_partition_list_is_what_opensm_reads_in_the_rendered_file(default):
+    model = _model()
+    model["default"] = default
+    model["partitions"].append(
+        {"name": "mixed", "pkey": 0x0202, "flags": [], "members": {GPUS[1]: "both", GPUS[0]: "limited"}}
+    )
+    text = render_partitions_conf(model, header="#\n# Ansible managed\n#\n")
+    assert parse_partitions(text) == partition_list(model)
+    with pytest.raises(ValueError, match="membership 'fulll'"):
+        parse_partitions("t=0x1 : 0x1=fulll ;")
 
 
 def _fabric():
@@ -53,11 +116,12 @@ def test_what_each_port_must_hold_follows_partitions_conf():
     assert [(p["name"], p["pkey"]) for p in partitions] == [("Default", 0x7FFF), ("training", 0x0101)]
     assert wanted_pkeys(partitions, GPUS[0], SM) == {0x7FFF: "Default", 0x8101: "training"}
     assert wanted_pkeys(partitions, SM, SM) == {0xFFFF: "Default"}  # SELF=full wins over ALL=limited
-    both = parse_partitions("Default=0x7fff : ALL=full ;\nt=0x0202 : 0x1=both, 0x2 ;")
+    both = [
+        {"name": "Default", "pkey": 0x7FFF, "members": [["ALL", "full"]]},
+        {"name": "t", "pkey": 0x0202, "members": [["0x0000000000000001", "both"], ["0x0000000000000002", "limited"]]},
+    ]
     assert wanted_pkeys(both, "0x0000000000000001") == {0xFFFF: "Default", 0x8202: "t", 0x0202: "t"}
     assert wanted_pkeys(both, "0x0000000000000002") == {0xFFFF: "Default", 0x0202: "t"}  # no suffix: limited
-    with pytest.raises(ValueError, match="membership 'fulll'"):
-        parse_partitions("t=0x1 : 0x1=fulll ;")
 
 
 def test_the_fabric_as_opensm_left_it_isolates_every_tenant():

@@ -11,7 +11,7 @@ from .record import _check
 
 def isolation_checks(host, partitions, ports, self_guid=None):
     """``ports``: [{guid, lid, description, pkeys (list, or None when the table could not be read), error}] of every
-    channel adapter port found; ``partitions``: fabric_isolation.parse_partitions of the intent's partitions.conf;
+    channel adapter port found; ``partitions``: the intent's partition list (opensm_partitions.partition_list);
     ``self_guid``: the master subnet manager's port (member ``SELF``)."""
     names = {p["pkey"]: p["name"] for p in partitions if p["pkey"] is not None}
     checks, holders, unread, wanted_by = [], {}, [], {}

@@ -38,3 +38,12 @@ def test_anything_but_an_intent_is_refused_with_the_fix():
     assert intent.errors({"schema": 2, "roles": {}}) == ["intent schema 2 is not 1"]
     assert intent.errors({"schema": 1, "roles": []}) == ["intent has no roles mapping"]
     assert intent.errors(intent.document("gpu1", {})) == []
+
+
+def test_a_part_with_a_masked_url_is_named():
+    """Module apply takes a role's arguments from the intent, unless a URL in them was masked there."""
+    document = intent.document(
+        "gpu1", {"cuda_repo": {"base_url": "https://u:p@mirror.example/cuda/"}, "nccl": {"nccl_version": "2.21.5"}}
+    )
+    assert document["masked"] == ["cuda_repo"] and document["roles"]["cuda_repo"]["base_url"].startswith("https://***@")
+    assert "masked" not in intent.document("gpu1", {"nccl": {"nccl_version": "2.21.5"}})

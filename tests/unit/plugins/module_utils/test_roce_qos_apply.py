@@ -205,11 +205,11 @@ def test_a_failing_dcb_write_raises(tmp_path):
 
 
 def test_boot_entry_point_reads_the_role_s_settings(tmp_path):
-    """The two files as role roce_qos installs them side by side (tasks/persist.yml), run as the unit runs them."""
+    """The two files as module roce_qos installs them side by side (option persist), run as the unit runs them."""
     libexec = tmp_path / "libexec"
     libexec.mkdir()
     shutil.copy(ROOT / "plugins" / "module_utils" / "roce_qos_apply.py", libexec / "roce_qos_apply.py")
-    shutil.copy(ROOT / "roles" / "roce_qos" / "files" / "roce_qos_boot.py", libexec / "roce_qos_boot.py")
+    shutil.copy(ROOT / "plugins" / "module_utils" / "roce_qos_boot.py", libexec / "roce_qos_boot.py")
     config = tmp_path / "roce_qos.json"
     config.write_text(json.dumps({"interfaces": {"nosuchif0": {**SETTINGS, "dscp_map": {"26": 3, "48": 6}}}}))
     boot = subprocess.run(

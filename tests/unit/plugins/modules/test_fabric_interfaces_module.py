@@ -366,3 +366,12 @@ def test_networkmanager_keyfiles_stay_0600(tmp_path):
     fixed = run(root, enabled=["gpucluster-softroce-rxe0.service"], **params)
     assert [c["why"] for c in fixed.result["changes"]] == ["mode 0600"]
     assert oct(os.stat(keyfile).st_mode & 0o777) == "0o600"
+
+
+def test_a_host_without_fabric_interfaces_has_nothing_to_apply(tmp_path):
+    """Called with no interface (a play of one's own), the module reads and changes nothing, as module apply and the
+    node check skip it (fabric_interfaces_apply.nothing_to_apply)."""
+    root = host_tree(tmp_path)
+    done = run(root, **dict(PARAMS, interfaces=[], sysctls={"net.ipv4.conf.all.arp_ignore": 2}))
+    assert done.result == {"changed": False, "msg": "no fabric interface: nothing to apply"}
+    assert done.commands == [] and (root / "proc/sys/net/ipv4/conf/all/arp_ignore").read_text() == "0\n"

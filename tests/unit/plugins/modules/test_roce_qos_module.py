@@ -117,7 +117,7 @@ def test_check_mode_writes_nothing_and_a_second_run_changes_nothing(monkeypatch,
 def test_persist_writes_the_boot_files_once(monkeypatch, tmp_path):
     root, configfs, _tos = _host(tmp_path)
     files = tmp_path / "files"
-    persist = {"persist": True, "boot_script": "print('boot')\n", "root": str(files), "header": "# managed"}
+    persist = {"persist": True, "root": str(files), "header": "# managed"}
     first = _run(monkeypatch, root, configfs, **persist)
     written = sorted(change["what"] for change in first["changes"])
     assert written == [
@@ -127,9 +127,10 @@ def test_persist_writes_the_boot_files_once(monkeypatch, tmp_path):
         "/usr/local/libexec/gpucluster/roce_qos_apply.py",
         "/usr/local/libexec/gpucluster/roce_qos_boot.py",
     ]
-    # the code the unit runs is the code this module ran
-    shipped = Path(mod.__file__).parents[1] / "module_utils" / "roce_qos_apply.py"
-    assert (files / "usr/local/libexec/gpucluster/roce_qos_apply.py").read_text() == shipped.read_text()
+    # the code the unit runs is the code this module ran, the entry point included
+    for name in ("roce_qos_apply.py", "roce_qos_boot.py"):
+        shipped = Path(mod.__file__).parents[1] / "module_utils" / name
+        assert (files / "usr/local/libexec/gpucluster" / name).read_text() == shipped.read_text()
     unit = (files / "etc/systemd/system/gpucluster-roce-qos.service").read_text()
     assert unit.startswith(
         "# managed\n[Unit]\nDescription=RoCE lossless QoS (PFC, DSCP map, ECN, RDMA-CM default ToS) on ens1f0np0"
@@ -146,3 +147,17 @@ def test_persist_writes_the_boot_files_once(monkeypatch, tmp_path):
     assert wait["changes"] == [
         {"what": "/etc/systemd/system/gpucluster-roce-qos.service", "why": "its content differs"}
     ]
+
+
+def test_what_was_asked_is_in_the_result_and_no_interface_is_nothing_to_apply(monkeypatch, tmp_path):
+    """The result says what was asked (role roce_qos registers it as gpucluster_roce_qos, which fabric_validate reads
+    the live QoS back against); a host without a RoCE interface reads and writes nothing."""
+    root, configfs, _tos = _host(tmp_path)
+    result = _run(monkeypatch, root, configfs, require_pfc=False)
+    assert result["settings"] == {"ens1f0np0": SETTINGS} and result["require_pfc"] is False
+    nothing = type("Module", (FakeModule,), {"params": {"interfaces": {}, "require_pfc": True}})
+    monkeypatch.setattr(mod, "AnsibleModule", nothing)
+    with pytest.raises(Exit):
+        mod.main()
+    assert nothing.result["msg"] == "no RoCE interface: nothing to apply" and not nothing.result["changed"]
+    assert nothing.result["settings"] == {} and nothing.result["require_pfc"] is True
