@@ -49,7 +49,8 @@ class ActionModule(RoleChecksMixin, InventoryChecksMixin, ActionBase):
         if facts:
             result["ansible_facts"] = facts
         checks = self._checks(task_vars)
-        checked = list(task_vars.get("__gpucluster_checked") or [])
+        # The roles the site preflight checked for this host (playbooks/vars/steps.yml: a template, made here).
+        checked = list(self._templar.template(task_vars.get("__gpucluster_checked")) or [])
         # A role's own task ran because Ansible selected it; in a play's call, each role is selected as Ansible
         # would select a task with that role's tags.
         selected = roles if one else [role for role in roles if self._selected(concerns.get(role), task_vars)]
@@ -66,7 +67,7 @@ class ActionModule(RoleChecksMixin, InventoryChecksMixin, ActionBase):
             problems += [m if m.startswith(f"{host}:") else f"{host}: gpucluster.fabric.{role}: {m}" for m in messages]
         # The intent's part where the site preflight made it for a role it checked (made once per host and run),
         # else the role's arguments made from its variables here.
-        intent = task_vars.get("gpucluster_fabric_intent") or {}
+        intent = (task_vars.get("ansible_facts") or {}).get("gpucluster_fabric_intent") or {}
         steps, mine, made_from = [], {}, {}
         for role in selected if not problems else []:
             module = concerns.get(role).module

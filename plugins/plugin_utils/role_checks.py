@@ -57,6 +57,7 @@ class RoleVars:
         self.loader = loader
         self._vars = variables
         self._args = None  # the applier's arguments, made once (applier_args)
+        self.refused = []  # what the applier's argument spec refused of them
         self._templar = templar.copy_with_new_env(available_variables=variables)
 
     def get(self, name, default=None):
@@ -72,7 +73,7 @@ class RoleVars:
     def set(self, name, value):
         self._vars[name] = value
         self._templar.available_variables = self._vars
-        self._args = None
+        self._args, self.refused = None, []
 
     def template(self, value):
         return self._templar.template(value)
@@ -89,8 +90,10 @@ class RoleVars:
         concern = concerns.get(self.role)
         if self._args is None:
             raw = {name: self._source(value) for name, value in concern.args.items()}
-            self._args = _typed(concern, raw)
+            self._args = _typed(concern, raw, self.refused)
             RoleVars.parts_made += 1
+        if intent and self.refused:  # the intent is typed as the applier types it, or is not made
+            raise AnsibleError(f"its applier refuses its arguments: {'; '.join(self.refused)}")
         leave_out = concern.leave_out if intent else ()
         return {name: value for name, value in self._args.items() if name not in leave_out}
 
@@ -182,12 +185,15 @@ def concern_code(concern):
     return importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.module_utils.{concern.code}")
 
 
-def _typed(concern, args):
+def _typed(concern, args, refused=None):
     """``args`` as the module's argument spec types them (ansible-core's own validator: "no" is False, 8 is "8" for a
     string); a value it refuses stays as it is, for the role's argument spec and checks to name, and the module to
-    refuse."""
+    refuse. ``refused``: a list that gets the validator's messages."""
     spec = getattr(concern_code(concern), concern.spec)
-    validated = ArgumentSpecValidator(spec).validate(args).validated_parameters
+    validation = ArgumentSpecValidator(spec).validate(args)
+    if refused is not None:
+        refused.extend(validation.error_messages)
+    validated = validation.validated_parameters
     return {name: validated.get(name, value) for name, value in args.items()}
 
 

@@ -120,3 +120,16 @@ def test_a_role_whose_part_was_masked_is_made_from_its_variables():
     fact = document(host, {"rdma_core": {**part, "distribution": "https://u:p@example/"}})
     assert fact["masked"] == ["rdma_core"]
     assert _checks(loader, task_vars).applier_args("rdma_core", fact) == checks.view("rdma_core").applier_args()
+
+
+def test_an_intent_the_applier_would_refuse_is_not_made():
+    """The intent is typed as the applier's own argument spec types it, on the controller as on the node: a value the
+    spec refuses (which the role's argument spec refuses first, in the preflight) makes no intent."""
+    from ansible.errors import AnsibleError
+
+    loader, _host, task_vars = next(iter(_hosts()))
+    task_vars = dict(task_vars, rdma_core_memlock_pam="maybe")
+    checks = _checks(loader, task_vars)
+    assert checks.view("rdma_core").applier_args()["memlock_pam"] == "maybe"  # apply hands it on: the module refuses
+    with pytest.raises(AnsibleError, match="memlock_pam"):
+        checks.intent("rdma_core")

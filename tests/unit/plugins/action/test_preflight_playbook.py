@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _playbook import ansible_playbook, needs_playbook  # noqa: E402
+from _playbook import COLLECTIONS, ansible_playbook, needs_playbook  # noqa: E402
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import node_apply, node_check  # noqa: E402
 
@@ -88,12 +88,26 @@ INTENT_PLAYBOOK = """
     - name: Show the intent
       ansible.builtin.debug:
         msg: "INTENT={{ ansible_facts.gpucluster_fabric_intent | to_json }}"
+- name: Apply as site.yml's plays do (in check mode), from the intent
+  hosts: gpu_nodes
+  gather_facts: false
+  vars_files: [STEPS]
+  tasks:
+    - name: Apply rdma_core
+      gpucluster.fabric.apply:
+        roles: [rdma_core]
+      check_mode: true
+      register: applied
+    - name: Show where its arguments came from
+      ansible.builtin.debug:
+        msg: "MADE_FROM={{ applied.made_from }} FAILED={{ applied.results.rdma_core.failed | default(false) }}"
 """
 
 
 def test_the_intent_is_each_appliers_arguments_defaulted(tmp_path):
-    """Every check passed: the host's intent is one fact, for each role its applier's arguments as the role's own
-    task file gives them (role defaults filled in, the inventory's values over them), less what steers one run."""
+    """Every check passed: the host's intent is one fact, for each role its applier's arguments as the registry of
+    concerns makes them (role defaults filled in, the inventory's values over them), less what steers one run; a
+    later play's module apply takes them from it (made_from) and does not check the host again."""
     good = {"nccl_version": "2.21.5", "nccl_cuda_version": "12.4", "nccl_conf": {"NCCL_SOCKET_IFNAME": "=ib0"}}
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
@@ -103,10 +117,13 @@ def test_the_intent_is_each_appliers_arguments_defaulted(tmp_path):
         f"  children:\n    gpu_nodes:\n      hosts:\n        gpu01: {good!r}\n"
     )
     playbook = tmp_path / "intent.yml"
-    playbook.write_text(INTENT_PLAYBOOK)
+    steps = Path(COLLECTIONS) / "ansible_collections" / "gpucluster" / "fabric" / "playbooks" / "vars" / "steps.yml"
+    playbook.write_text(INTENT_PLAYBOOK.replace("STEPS", str(steps)))
     run = ansible_playbook(tmp_path, inventory, playbook, timeout=300)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
+    # A later play's apply takes the role's part from the intent the preflight made (not made again).
+    assert "MADE_FROM={'rdma_core': 'intent'} FAILED=False" in out, out
     line = next(line for line in out.splitlines() if '"msg": "INTENT=' in line)
     document = json.loads(json.loads("{" + line.strip() + "}")["msg"][len("INTENT=") :])
     assert document["schema"] == 1 and document["host"] == "gpu01"
