@@ -372,6 +372,7 @@ def test_a_host_without_fabric_interfaces_has_nothing_to_apply(tmp_path):
     """Called with no interface (a play of one's own), the module reads and changes nothing, as module apply and the
     node check skip it (fabric_interfaces_apply.nothing_to_apply)."""
     root = host_tree(tmp_path)
-    done = run(root, **dict(PARAMS, interfaces=[], sysctls={"net.ipv4.conf.all.arp_ignore": 2}))
+    params = {**PARAMS, "interfaces": [], "sysctls": {"net.ipv4.conf.all.arp_ignore": 2}}
+    done = run(root, **params)
     assert done.result == {"changed": False, "msg": "no fabric interface: nothing to apply"}
     assert done.commands == [] and (root / "proc/sys/net/ipv4/conf/all/arp_ignore").read_text() == "0\n"
