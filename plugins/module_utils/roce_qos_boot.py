@@ -20,12 +20,19 @@ def run(argv):
     """(rc, stdout, stderr) of a command; 127 when the program is missing (``dcb`` before iproute2 5.11), 124 when it
     did not end within COMMAND_TIMEOUT (killed)."""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=COMMAND_TIMEOUT)
+        # At boot, without Ansible (systemd's unit, udev): no AnsibleModule.run_command.
+        proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
     except FileNotFoundError:
         return 127, "", f"{argv[0]}: not found"
+    try:
+        out, err = proc.communicate(timeout=COMMAND_TIMEOUT)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate(timeout=5)  # what the killed command wrote; SIGKILL ends it
         return 124, "", f"{argv[0]}: no answer within {COMMAND_TIMEOUT} s (killed)"
-    return proc.returncode, proc.stdout, proc.stderr
+    return proc.returncode, out, err
 
 
 def main(argv):

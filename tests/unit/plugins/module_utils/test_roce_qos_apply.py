@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,15 @@ def test_boot_entry_point_reads_the_role_s_settings(tmp_path):
 def test_every_command_goes_through_the_caller_s_runner():
     with pytest.raises(TypeError, match="runner"):
         Host()
+
+
+def test_the_boot_entry_points_commands_are_bounded(monkeypatch):
+    """At boot each command ends within COMMAND_TIMEOUT (killed and said after it), a missing program is rc 127."""
+    from ansible_collections.gpucluster.fabric.plugins.module_utils import roce_qos_boot
+
+    monkeypatch.setattr(roce_qos_boot, "COMMAND_TIMEOUT", 0.5)
+    assert roce_qos_boot.run(["echo", "hi"]) == (0, "hi\n", "")
+    assert roce_qos_boot.run(["gpucluster-no-such-program"])[0] == 127
+    started = time.monotonic()
+    rc, _out, err = roce_qos_boot.run(["sleep", "30"])
+    assert rc == 124 and "no answer within 0.5 s (killed)" in err and time.monotonic() - started < 5
