@@ -198,7 +198,7 @@ def _typed(concern, args, refused=None):
 
 
 # The role files read in this process (a task's worker), parsed once: every view of every role reads the same
-# defaults, vars and task files, and DataLoader's own cache hands out a deep copy on each read. Nothing changes them:
+# defaults and vars files, and DataLoader's own cache hands out a deep copy on each read. Nothing changes them:
 # a view copies their top level into its own variables, and templating makes new values.
 _FILES = {}
 
