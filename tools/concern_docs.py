@@ -8,7 +8,7 @@ The table lies between BEGIN/END markers; the text outside them is left as writt
 """
 
 import argparse
-import importlib.util
+import importlib
 import sys
 from pathlib import Path
 
@@ -22,10 +22,10 @@ HOSTS = {"gpu": "GPU nodes", "sm": "subnet managers", "every": "both"}
 
 
 def registry():
-    spec = importlib.util.spec_from_file_location("concerns", ROOT / "plugins" / "module_utils" / "concerns.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The registry, imported as the collection's module (it imports its concerns' code): through the collections
+    root `make venv` links this checkout into."""
+    sys.path.insert(0, str(ROOT / ".build" / "collections"))
+    return importlib.import_module("ansible_collections.gpucluster.fabric.plugins.module_utils.concerns")
 
 
 def _sources(concern):

@@ -71,10 +71,7 @@ class ActionModule(RoleChecksMixin, InventoryChecksMixin, ActionBase):
         steps, mine, made_from = [], {}, {}
         for role in selected if not problems else []:
             module = concerns.get(role).module
-            args = checks.applier_args(role, intent if role in checked else None)
-            parts = intent.get("roles") or {}
-            from_intent = role in checked and role in parts and role not in (intent.get("masked") or [])
-            made_from[role] = "intent" if from_intent else "variables"
+            args, made_from[role] = checks.applier_args(role, intent if role in checked else None)
             if "keyring_deb_src" in args:  # the controller's cuda-keyring .deb, which cuda_repo installs
                 missing = read_keyring_deb(args, self._role_file)
                 problems += [f"{host}: gpucluster.fabric.cuda_repo: {error}" for error in missing]

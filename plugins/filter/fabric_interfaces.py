@@ -7,11 +7,8 @@ from ansible_collections.gpucluster.fabric.plugins.plugin_utils.lazy import func
 
 
 def fabric_interfaces_preflight_errors(interfaces, checks=None):
-    """Every preflight error of role fabric_interfaces; ``checks`` holds the keyword arguments (host, links,
-    enhanced_ipoib, partitions, roce_min_rdma_mtu, default_partition, check_link_type, host_checks)."""
-    checks = dict(checks or {})
-    checks["roce_min_rdma_mtu"] = int(checks.get("roce_min_rdma_mtu", 4096) or 0) or None
-    return function("module_utils.fabric_mtu", "role_errors")(interfaces, **checks)
+    """Every preflight error of role fabric_interfaces (module_utils/fabric_mtu.py's preflight_errors)."""
+    return function("module_utils.fabric_mtu", "preflight_errors")(interfaces, checks)
 
 
 def _wrap(func):

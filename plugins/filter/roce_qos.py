@@ -4,30 +4,10 @@
 
 from ansible_collections.gpucluster.fabric.plugins.plugin_utils.lazy import function
 
-qos_errors = function("module_utils.roce_qos", "qos_errors")
-resolved_settings = function("module_utils.roce_qos", "resolved_settings")
-
-KEYS = ("trust", "pfc_priorities", "dscp_map", "tos", "ecn")
-
-
-def _defaults(data):
-    return {key: data.get(key) for key in KEYS}
-
-
-def roce_qos_errors(data):
-    """Every problem of one host's QoS input, each naming the host, the variable and the fix."""
-    return qos_errors(
-        data.get("host"),
-        _defaults(data),
-        data.get("interface_overrides") or {},
-        data.get("interfaces") or [],
-        data.get("nccl_conf"),
-    )
-
-
-def roce_qos_settings(data):
-    """{interface: settings} for every RoCE interface, as module roce_qos and the boot-time unit take them."""
-    return resolved_settings(_defaults(data), data.get("interface_overrides") or {}, data.get("interfaces") or [])
+# Every problem of one host's QoS input, each naming the host, the variable and the fix.
+roce_qos_errors = function("module_utils.roce_qos", "input_errors")
+# {interface: settings} for every RoCE interface, as module roce_qos and the boot-time unit take them.
+roce_qos_settings = function("module_utils.roce_qos", "input_settings")
 
 
 class FilterModule:

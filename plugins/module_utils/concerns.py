@@ -7,26 +7,56 @@ the concern's part of the intent, and the tags that select it.
 Whatever lists the concerns, or needs an applier's arguments, reads them here: the site preflight's roles (filter
 site_roles) and checks, module apply (site.yml's plays and each role's own task), the intent's parts
 (plugins/plugin_utils/role_checks.py builds them from a host's variables with ``args``), the appliers a node runs
-(node_apply.APPLIERS, checked against this by tests/repo/test_concerns.py, which also fails on a list of concern
-names anywhere else), and the documentation's choices. No code reads a role's task file: a task file is a task.
+(``appliers``: module node_apply and the node check), and the documentation's choices; tests/repo/test_concerns.py
+fails on a list of concern names anywhere else. No code reads a role's task file: a task file is a task.
 Standard library only (Python 3.8 targets).
 """
 
 from collections import namedtuple
+
+# The code of the appliers the node runs (``code`` of each concern with ``drift``): imported here, so that whatever
+# imports the registry on the node carries them (Ansible's module packer and the node check's installer follow
+# imports). A concern whose code is missing here fails ``appliers()`` at once.
+from . import (  # noqa: F401  # pylint: disable=unused-import
+    cuda_repo_probe,
+    fabric_interfaces_apply,
+    hca_firmware,
+    nccl,
+    opensm_apply,
+    rdma_core,
+    rdma_modules,
+    roce_qos_node,
+)
 
 # role: the role (and the concern's name); hosts: "gpu" (the GPU nodes), "sm" (the subnet managers) or "every";
 # module: its applier module (None: fabric_validate, which measures); args: {the module's argument: where its value
 # comes from}, a source being a variable of the role's view (its defaults, the host's variables, its vars), a list of
 # such variables, "@<what>" (a value the controller derives: role_checks.DERIVED) or a constant (True, False);
 # leave_out: the arguments that steer the run only (tags, the host's name, controller-side helpers), not the intent;
-# drift: whether the node check runs the module in check mode (node_apply.APPLIERS) for its drift; in_apply: whether
+# drift: whether the node check runs the module in check mode (``appliers``) for its drift; in_apply: whether
 # site.yml applies it with others in one call (module apply's ``roles``); code: the module_utils module holding the
 # module's code (its run, its argument spec ``spec``, and nothing_to_apply(args) where some arguments leave nothing
-# to do); tags: the tags its role's task carries and that select it in a play of several; without: what the
-# preflight adds to a missing required value, where a site can do without the concern.
+# to do); spec, run: the names of its argument spec and its entry point in ``code``; tags: the tags its role's task
+# carries and that select it in a play of several; without: what the preflight adds to a missing required value,
+# where a site can do without the concern; publishes: the results and facts its role's tasks publish for other roles
+# and playbooks (declared names: the preflight never takes a cached one for a misspelt variable).
 Concern = namedtuple(
     "Concern",
-    ("role", "hosts", "module", "args", "leave_out", "drift", "in_apply", "code", "spec", "tags", "without"),
+    (
+        "role",
+        "hosts",
+        "module",
+        "args",
+        "leave_out",
+        "drift",
+        "in_apply",
+        "code",
+        "spec",
+        "run",
+        "tags",
+        "without",
+        "publishes",
+    ),
 )
 
 
@@ -50,8 +80,10 @@ def _concern(role, hosts, module, args, leave_out=("host",), drift=True, in_appl
         in_apply,
         code,
         more.get("spec", "ARGUMENT_SPEC"),
+        more.get("run", "run"),
         tuple(more.get("tags", ())),
         more.get("without"),
+        tuple(more.get("publishes", ())),
     )
 
 
@@ -85,6 +117,7 @@ CONCERNS = (
             **_own("rdma_modules", "peermem_force", "acs_clear"),
         },
         code="rdma_modules",
+        publishes=["gpucluster_gpudirect"],
     ),
     _concern(
         "hca_firmware",
@@ -109,6 +142,7 @@ CONCERNS = (
         code="fabric_interfaces_apply",
         tags=[f"fabric_interfaces_{step}" for step in ("preflight", "configure", "sysctl", "run", "softroce")],
         without="or leave fabric_interfaces out of gpucluster_roles",
+        publishes=["gpucluster_fabric_interfaces"],
     ),
     _concern(
         "roce_qos",
@@ -122,6 +156,7 @@ CONCERNS = (
         },
         leave_out=(),
         code="roce_qos_node",
+        publishes=["gpucluster_roce_qos"],
     ),
     _concern(
         "cuda_repo",
@@ -137,8 +172,10 @@ CONCERNS = (
         leave_out=("run_tags", "skip_tags", "host", "keyring_deb_src"),
         code="cuda_repo_probe",
         spec="APPLY_ARGUMENT_SPEC",
+        run="apply",
         tags=[f"cuda_repo_{step}" for step in ("preflight", "install", "configure")],
         without="or leave cuda_repo out of gpucluster_roles where the site has its own CUDA repository",
+        publishes=["cuda_repo_applied"],
     ),
     _concern(
         "nccl",
@@ -165,6 +202,7 @@ CONCERNS = (
         leave_out=("host", "offered_index", "before_repository", "library_in_place"),
         code="nccl",
         without="or leave nccl out of gpucluster_roles to not manage NCCL here",
+        publishes=["nccl_installed"],
     ),
     # OpenSM's keys stay in opensm.conf, which OpenSM reads: its conf is never part of the intent.
     _concern(
@@ -187,6 +225,7 @@ CONCERNS = (
         leave_out=("conf",),
         in_apply=False,
         code="opensm_apply",
+        publishes=["opensm_restart_required"],
     ),
     _concern(
         "node_check",
@@ -206,6 +245,11 @@ CONCERNS = (
 )
 
 
+def published():
+    """The names the concerns' role tasks publish (``publishes``), sorted."""
+    return sorted({name for c in CONCERNS for name in c.publishes})
+
+
 def roles(hosts=None):
     """The concerns' roles in site.yml's order; ``hosts``: only those of that kind of host ("gpu", "sm", "every")."""
     return tuple(c.role for c in CONCERNS if hosts is None or c.hosts == hosts)
@@ -216,9 +260,18 @@ def get(role):
     return next((c for c in CONCERNS if c.role == role), None)
 
 
+def _accepted(args):
+    return True
+
+
 def appliers():
-    """{module: role} of every concern whose module the node check runs in check mode (node_apply.APPLIERS)."""
-    return {c.module: c.role for c in CONCERNS if c.drift}
+    """{module: (argument spec, run(module), arguments accepted)} of every concern whose applier the node runs: module
+    node_apply runs them for module apply, and the node check in check mode for the concern's drift."""
+    return {
+        c.module: (getattr(globals()[c.code], c.spec), getattr(globals()[c.code], c.run), _accepted)
+        for c in CONCERNS
+        if c.drift
+    }
 
 
 def applied_together():

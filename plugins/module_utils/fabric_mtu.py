@@ -426,3 +426,12 @@ def fabric_sysctls(interfaces, peers, multirail="auto", multirail_sysctls=None, 
             for key, value in thresholds.items():
                 result[f"net.{family}.neigh.default.{key}"] = value
     return result
+
+
+def preflight_errors(interfaces, checks=None):
+    """Every preflight error of role fabric_interfaces; ``checks``: role_errors' keyword arguments as the role's vars
+    give them (``__fabric_interfaces_checks``: host, links, enhanced_ipoib, partitions, roce_min_rdma_mtu,
+    default_partition, check_link_type, host_checks; a RoCE minimum of 0 checks none)."""
+    checks = dict(checks or {})
+    checks["roce_min_rdma_mtu"] = int(checks.get("roce_min_rdma_mtu", 4096) or 0) or None
+    return role_errors(interfaces, **checks)

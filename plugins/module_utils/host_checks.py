@@ -1,7 +1,7 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 """Several of the collection's modules in one remote call: the site preflight's host checks (module host_checks),
-and the appliers of one play (module apply, plugins/module_utils/node_apply.py).
+and the appliers of one play (module apply, through module node_apply: the steps concerns.appliers() lists).
 
 Each step is one module's own code (its ``run`` function and argument spec in module_utils), given a stand-in for the
 AnsibleModule whose ``params`` are the step's validated arguments and whose ``exit_json`` / ``fail_json`` end the step
@@ -60,18 +60,26 @@ class StepDone(Exception):
 
 
 class StepModule:
-    """The AnsibleModule as one step sees it: the step's own params and warnings; exiting ends the step only."""
+    """The AnsibleModule as one step of the collection's code sees it, the one stand-in for it: the step's own params
+    and warnings; exit_json and fail_json end the step only (StepDone). Within a module (host_checks, node_apply) the
+    rest is that module's (``module``); without Ansible (the node check, node_check.NodeModule) a subclass has it."""
 
-    def __init__(self, module, params):
+    def __init__(self, params, module=None):
         object.__setattr__(self, "_module", module)
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "warnings", [])
 
     def __getattr__(self, name):
+        if self._module is None:
+            raise AttributeError(f"{type(self).__name__} has no {name}")
         return getattr(self._module, name)
 
     def __setattr__(self, name, value):
-        setattr(self._module, name, value)  # e.g. run_command_environ_update, read by run_command
+        # e.g. run_command_environ_update, read by run_command: the module's own where there is one
+        if self._module is None:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._module, name, value)
 
     def warn(self, warning):
         self.warnings.append(warning)
@@ -110,7 +118,7 @@ def run_step(module, validator_class, name, args, steps=None, runner="host_check
         str(params[key]) for key, option in spec.items() if option.get("no_log") and params.get(key)
     )
     try:
-        run(StepModule(module, params))
+        run(StepModule(params, module))
     except StepDone as done:
         return done.result
     except Exception:  # noqa: BLE001 - one step's bug must not lose the other steps' results

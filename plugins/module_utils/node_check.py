@@ -6,7 +6,7 @@ with the rules that provisioned it, on the node, without Ansible.
 Two kinds of check, each a check record as report.json has them (host, tier, check, status, measured, threshold,
 unit, message):
 
-- drift: each role's applier (the code module apply runs, node_apply.APPLIERS) run in check mode with the intent's
+- drift: each role's applier (the code module apply runs, concerns.appliers()) run in check mode with the intent's
   arguments: ``drift.<role>`` passes when it would change nothing, and fails naming what it would change and why;
 - health: the validation report's health tier (fabric_checks.health_checks) on what fabric_collect reads here.
 
@@ -33,6 +33,7 @@ import time
 import traceback
 
 from . import intent as intent_file
+from .concerns import appliers
 from .fabric_checks import (
     PENDING_REBOOT,
     collected_record,
@@ -47,7 +48,7 @@ from .fabric_checks.isolation import isolation_checks
 from .fabric_collect import ARGUMENT_SPEC as COLLECT_SPEC
 from .fabric_collect import CollectError, collect
 from .fabric_isolation import parse_ca_ports, parse_pkey_table, port_guid
-from .node_apply import APPLIERS
+from .host_checks import StepDone, StepModule
 from .sminfo import sminfo_outcome
 
 CONFIG_PATH = "/etc/gpucluster/fabric-check.json"
@@ -63,6 +64,7 @@ COLLECTION_VERSION = "0.2.0"
 STATES = ("passed", "failed", "skipped", "error")
 # The families of check names, for the allow and deny lists (node_check_only, node_check_skip): a name is its family,
 # or its family and a subject in brackets (port.state[mlx5_0/1]).
+APPLIERS = appliers()
 DRIFT_ROLES = tuple(sorted(name.rsplit(".", 1)[-1] for name in APPLIERS))
 FAMILIES = (
     *(f"drift.{role}" for role in DRIFT_ROLES),
@@ -140,37 +142,19 @@ SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/s
 # --- the stand-in for AnsibleModule ----------------------------------------------------------------------------------
 
 
-class Exit(Exception):
-    """The applier's code called exit_json or fail_json: its result."""
-
-    def __init__(self, result):
-        super().__init__("exit")
-        self.result = result
-
-
-class NodeModule:
-    """What the appliers' code uses of AnsibleModule, in check mode only: params, run_command, get_bin_path, warn,
-    exit_json and fail_json. ``offline``: nothing is downloaded (cuda_repo_probe reads it)."""
+class NodeModule(StepModule):
+    """The stand-in for AnsibleModule (host_checks.StepModule) without Ansible, in check mode only: what the appliers'
+    code uses besides params, warn, exit_json and fail_json: run_command (bounded), get_bin_path. ``offline``: nothing
+    is downloaded (cuda_repo_probe reads it)."""
 
     check_mode = True
     _diff = False
     offline = True
 
     def __init__(self, params):
-        self.params = params
-        self.warnings = []
+        super().__init__(params)
         self.no_log_values = set()
         self.run_command_environ_update = {}
-
-    def warn(self, warning):
-        self.warnings.append(warning)
-
-    def exit_json(self, **result):
-        result.setdefault("changed", False)
-        raise Exit(result)
-
-    def fail_json(self, msg, **result):
-        raise Exit(dict(result, failed=True, msg=msg))
 
     def atomic_move(self, src, dest):
         raise RuntimeError("the node check changes nothing")
@@ -180,7 +164,7 @@ class NodeModule:
         dirs = [*(opt_dirs or []), *os.environ.get("PATH", "").split(os.pathsep), *SYSTEM_PATH]
         found = shutil.which(arg, path=os.pathsep.join(d for d in dirs if d))
         if found is None and required:
-            raise Exit({"failed": True, "msg": f"{arg} not found on the node"})
+            raise StepDone({"failed": True, "msg": f"{arg} not found on the node"})
         return found
 
     # The run's deadline (time.monotonic()), which bounds every command; None: no deadline (a test, a module).
@@ -363,7 +347,7 @@ def drift_check(host, role, args, module_class=NodeModule):
         module = module_class(params_for(spec, arguments))
         run(module)
         result = {"failed": True, "msg": "the applier returned without a result"}
-    except Exit as done:
+    except StepDone as done:
         result = done.result
     except ValueError as exc:
         message = f"{role}: the intent's arguments cannot be checked: {exc}; run site.yml again to rewrite the intent"
@@ -422,7 +406,7 @@ def health(host, roles, applied, module_class=NodeModule, collected=None, inputs
             collected = collect(module, params)
         except CollectError as exc:
             return [_check(host, TIER, "rdma.device", "failed", f"cannot read the host's fabric: {exc}")], None
-        except Exit as done:
+        except StepDone as done:
             message = f"cannot read the host's fabric: {done.result.get('msg')}"
             return [_check(host, TIER, "rdma.device", "failed", message)], None
     if inputs is None:

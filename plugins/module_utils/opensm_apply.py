@@ -1,7 +1,7 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 """Module opensm's applier (documented in plugins/modules/opensm.py): role opensm's files where they differ, and what
-the running subnet manager must do about it. The node check runs the same code in check mode (node_apply.APPLIERS),
+the running subnet manager must do about it. The node check runs the same code in check mode (concerns.appliers()),
 without ``conf``: opensm.conf holds the keys, which the intent never holds, so there only its presence and its mode
 are compared. Standard library only (Python 3.8 targets).
 """

@@ -276,3 +276,26 @@ def udev_rule(header):
             f'ACTION=="add", SUBSYSTEM=="infiniband", RUN+="/bin/systemctl --no-block restart {UNIT}"',
         ],
     )
+
+
+# The settings of role roce_qos' input (``__roce_qos_input``) that are site-wide defaults per interface.
+INPUT_KEYS = ("trust", "pfc_priorities", "dscp_map", "tos", "ecn")
+
+
+def input_settings(data):
+    """{interface: settings} for every RoCE interface of role roce_qos' input, as module roce_qos and the boot-time
+    unit take them."""
+    defaults = {key: data.get(key) for key in INPUT_KEYS}
+    return resolved_settings(defaults, data.get("interface_overrides") or {}, data.get("interfaces") or [])
+
+
+def input_errors(data):
+    """Every problem of role roce_qos' input (``__roce_qos_input``: host, interfaces, the settings, their
+    interface_overrides, nccl_conf), each naming the host, the variable and the fix."""
+    return qos_errors(
+        data.get("host"),
+        {key: data.get(key) for key in INPUT_KEYS},
+        data.get("interface_overrides") or {},
+        data.get("interfaces") or [],
+        data.get("nccl_conf"),
+    )

@@ -77,17 +77,18 @@ results:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils.concerns import appliers  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.host_checks import run_steps, steps_argument_spec  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils.node_apply import APPLIERS  # noqa: E402
 
 
 def main():
+    steps = appliers()
     module = AnsibleModule(
-        argument_spec=steps_argument_spec(APPLIERS),
+        argument_spec=steps_argument_spec(steps),
         supports_check_mode=True,
     )
     results = run_steps(
-        module, ArgumentSpecValidator, module.params["steps"], APPLIERS, runner="node_apply", stop_on_failure=True
+        module, ArgumentSpecValidator, module.params["steps"], steps, runner="node_apply", stop_on_failure=True
     )
     failed = [result for result in results if result.get("failed")]
     diff = [entry for result in results for entry in _as_list(result.get("diff"))]

@@ -8,8 +8,9 @@ own files every run, so it cannot drift from the roles:
 
 - every option of every entry point in ``roles/*/meta/argument_specs.yml``;
 - every variable in ``roles/*/defaults/main.yml``;
-- every fact or result the roles and playbooks publish (``set_fact`` keys, ``register`` names) and every play-level
-  ``vars:`` name in ``playbooks/``, so a fact cached from an earlier run is never taken for a typo;
+- every fact or result the roles publish (the registry of concerns says which: ``publishes``; no role task file is
+  read) and the playbooks publish (``set_fact`` keys, ``register`` names, play-level ``vars:`` in ``playbooks/``), so
+  a fact cached from an earlier run is never taken for a typo;
 - every ``gpucluster_*`` name the playbooks read (the site-wide switches such as ``gpucluster_batch``).
 
 Names starting with ``_`` are private and never declared.
@@ -20,6 +21,8 @@ import re
 from pathlib import Path
 
 import yaml
+
+from ..module_utils import concerns
 
 PREFIXES = ("rdma_", "cuda_repo_", "nccl_", "fabric_", "opensm_", "roce_qos_", "gpucluster_")
 MODES = ("error", "warn", "ignore")
@@ -53,7 +56,7 @@ def _public(names):
 
 
 def _published(node):
-    """Names a task list (any nesting: blocks, plays) publishes through set_fact, register or play vars."""
+    """Names a playbook (any nesting: plays, blocks) publishes through set_fact, register or play vars."""
     names = set()
     if isinstance(node, list):
         for item in node:
@@ -71,17 +74,16 @@ def _published(node):
     return names
 
 
-def declared_names(root):
-    """Every public variable name the collection at ``root`` declares, publishes or reads as a switch."""
+def declared_names(root, published=None):
+    """Every public variable name the collection at ``root`` declares, publishes or reads as a switch; ``published``:
+    what its roles publish (the registry's by default)."""
     root = Path(root)
-    names = set()
+    names = set(concerns.published() if published is None else published)
     for role in sorted((root / "roles").iterdir()):
         specs = _load(role / "meta" / "argument_specs.yml") or {}
         for entry in (specs.get("argument_specs") or {}).values():
             names |= set((entry or {}).get("options") or {})
         names |= set(_load(role / "defaults" / "main.yml") or {})
-        for tasks in sorted(role.glob("tasks/*.yml")) + sorted(role.glob("handlers/*.yml")):
-            names |= _published(_load(tasks))
     for playbook in sorted((root / "playbooks").glob("*.yml")):
         names |= _published(_load(playbook))
         names |= set(_SWITCH.findall(playbook.read_text()))

@@ -24,9 +24,10 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.template import trust_as_template
 from ansible.vars.clean import namespace_facts
 
-from ..module_utils import concerns, node_check_install, opensm_partitions
+from ..module_utils import concerns, fabric_checks, fabric_mtu, node_check_install, opensm_input, opensm_partitions
 from ..module_utils import hca_firmware as hca_firmware_rules
 from ..module_utils import rdma_core as rdma_core_rules
+from ..module_utils import roce_qos as roce_qos_rules
 from .mlxconfig_params import CATALOGUE
 from .preflight import failure_message
 
@@ -178,6 +179,15 @@ DERIVED = {
     "opensm_partitions_conf": _partitions_conf,
     "opensm_partition_list": lambda rv: opensm_partitions.partition_list(_opensm_model(rv)),
 }
+
+
+def _rules(role, rules, *args, **kwargs):
+    """The problems ``rules`` (a role's input checks, in module_utils) find; a value of a type they cannot read is
+    one problem of the role, not a crash of the preflight."""
+    try:
+        return rules(*args, **kwargs)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise AnsibleError(f"{role}: the input checks cannot read a value ({exc}); check the role's variables") from exc
 
 
 def concern_code(concern):
@@ -342,14 +352,15 @@ class Checks:
         return dict(zip(steps, result["results"]))
 
     def applier_args(self, role, intent=None):
-        """``role``'s applier arguments: the intent's part (``intent``: the host's intent document, which the site
-        preflight made) with the arguments it leaves out, or, for a host without one, made from its variables."""
+        """(``role``'s applier arguments, what they were made from: "intent" or "variables"): the intent's part
+        (``intent``: the host's intent document, which the site preflight made) with the arguments it leaves out,
+        or, where it has no part for the role or masked it, made from the role's variables."""
         part = ((intent or {}).get("roles") or {}).get(role)
         if part is None or role in (intent.get("masked") or []):  # a masked URL is no argument
-            return self.view(role).applier_args()
+            return self.view(role).applier_args(), "variables"
         if role in INTENT_VARS:
             part = part["applier"]
-        return {**part, **self.view(role).steering_args()}
+        return {**part, **self.view(role).steering_args()}, "intent"
 
     def intent(self, role):
         """The host's part of the intent for ``role``: what its applier is to make true, defaulted and templated.
@@ -446,18 +457,19 @@ class Checks:
             if result.get("failed"):
                 return result_messages(result)
             rv.set("__fabric_interfaces_host", result)
-        return rv.expression(
-            "fabric_interfaces | gpucluster.fabric.fabric_interfaces_preflight_errors(__fabric_interfaces_checks)"
+        return _rules(
+            "fabric_interfaces",
+            fabric_mtu.preflight_errors,
+            rv.get("fabric_interfaces"),
+            rv.get("__fabric_interfaces_checks"),
         )
 
     def _check_roce_qos(self, rv):
-        return rv.expression("__roce_qos_input | gpucluster.fabric.roce_qos_errors")
+        return _rules("roce_qos", roce_qos_rules.input_errors, rv.get("__roce_qos_input"))
 
     def _check_opensm(self, rv):
-        return rv.expression(
-            "__opensm_inputs"
-            " | gpucluster.fabric.opensm_input_errors(hostvars, groups, inventory_hostname, ansible_facts)"
-        )
+        inputs, hostvars, groups = rv.get("__opensm_inputs"), rv.raw("hostvars"), rv.get("groups")
+        return _rules("opensm", opensm_input.input_errors, inputs, hostvars, groups, self.host, rv.get("ansible_facts"))
 
     def _check_node_check(self, rv):
         args = rv.applier_args()
@@ -465,7 +477,7 @@ class Checks:
         return [f"{self.host}: {error}" for error in errors]
 
     def _check_fabric_validate(self, rv):
-        errors = rv.expression("__fabric_validate_inputs | gpucluster.fabric.fabric_preflight_errors")
+        errors = _rules("fabric_validate", fabric_checks.preflight_errors, **rv.get("__fabric_validate_inputs"))
         return [f"{self.host}: {'; '.join(errors)}"] if errors else []
 
 

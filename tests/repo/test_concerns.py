@@ -3,10 +3,12 @@ and the node's appliers follow it, and no other code lists concern names (a tupl
 more of them, in plugins/ or tools/)."""
 
 import ast
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
-from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns, node_apply
+from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = set(concerns.roles())
@@ -24,10 +26,24 @@ def test_the_documentation_lists_the_registrys_roles():
     assert _documented_choices("apply", "role") == list(concerns.applied())
 
 
-def test_the_node_runs_an_applier_for_each_concern_that_has_one():
-    assert {name.rsplit(".", 1)[-1] for name in node_apply.APPLIERS} == set(concerns.appliers().values())
-    for module, (_spec, run, *_rest) in node_apply.APPLIERS.items():
-        assert run.__module__.rsplit(".", 1)[-1] == concerns.get(concerns.appliers()[module]).code, module
+def test_the_node_runs_each_applier_the_registry_names_with_its_code():
+    """The node's appliers are the registry's (a concern with ``drift``), each its record's code: nothing else lists
+    them (module node_apply and the node check read ``concerns.appliers()``)."""
+    found = concerns.appliers()
+    assert set(found) == {c.module for c in concerns.CONCERNS if c.drift} and len(found) >= 8
+    for module, (spec, run, _accepted) in found.items():
+        concern = next(c for c in concerns.CONCERNS if c.module == module)
+        assert run.__module__.rsplit(".", 1)[-1] == concern.code and run.__name__ == concern.run, module
+        assert spec is getattr(sys.modules[run.__module__], concern.spec), module
+
+
+def test_a_concern_whose_code_the_registry_does_not_import_fails_at_once(monkeypatch):
+    """A new concern's code must be imported by the registry (so that it reaches the node): appliers() says so
+    instead of the node missing the module."""
+    record = concerns.CONCERNS[0]._replace(role="port_counters", module="gpucluster.fabric.port_counters")
+    monkeypatch.setattr(concerns, "CONCERNS", (*concerns.CONCERNS, record._replace(code="port_counters")))
+    with pytest.raises(KeyError, match="port_counters"):
+        concerns.appliers()
 
 
 def _listings(path):
@@ -85,3 +101,32 @@ def test_the_node_check_reads_only_keys_the_intent_has():
     assert len(reads) >= 15, sorted(reads)
     unknown = sorted((role, key) for role, key in reads if key not in _intent_keys(role))
     assert unknown == [], unknown
+
+
+def test_the_registry_says_what_each_role_publishes():
+    """What a role's tasks register or set for others (a name with the collection's prefixes) is the registry's
+    ``publishes`` of its concern: the preflight declares those names from the registry, never from the task files."""
+    from ansible_collections.gpucluster.fabric.plugins.plugin_utils import declared_vars
+
+    for concern in concerns.CONCERNS:
+        role = ROOT / "roles" / concern.role
+        found = set()
+        for path in sorted(role.glob("tasks/*.yml")) + sorted(role.glob("handlers/*.yml")):
+            found |= declared_vars._published(yaml.safe_load(path.read_text()))
+        found = {name for name in found if declared_vars.has_prefix(name) and not name.startswith("_")}
+        assert found == set(concern.publishes), concern.role
+    assert "gpucluster_gpudirect" in concerns.published()
+
+
+def test_no_code_opens_a_role_task_file():
+    """A task file is a task: no plugin or tool reads one as data (a path to roles/*/tasks or handlers)."""
+    import re
+
+    path_to_tasks = re.compile(r"""(/\s*["'](tasks|handlers)["']|["'](tasks|handlers)/)""")
+    found = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "plugins").rglob("*.py")) + sorted((ROOT / "tools").rglob("*.py"))
+        if path_to_tasks.search(path.read_text())
+    ]
+    assert found == []
+    assert path_to_tasks.search('for tasks in sorted(role.glob("tasks/*.yml"))')  # what it finds

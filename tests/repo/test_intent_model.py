@@ -79,10 +79,11 @@ def test_each_concern_is_made_once_per_host_and_the_site_takes_it_from_the_inten
         before = RoleVars.parts_made
         from_intent = {role: later.applier_args(role, fact) for role in applied}
         assert RoleVars.parts_made == before, host
+        assert {made for _args, made in from_intent.values()} == {"intent"}, host
         # ... and the same arguments as a host without the site preflight gets, made from its variables.
         alone = _checks(loader, task_vars)
         for role in applied:  # as either reaches the module: JSON (a dict's integer keys become strings)
-            assert _json(from_intent[role]) == _json(alone.applier_args(role)), (host, role)
+            assert _json(from_intent[role][0]) == _json(alone.applier_args(role)[0]), (host, role)
             seen.add(role)
     assert seen == set(concerns.applied())
 
@@ -101,7 +102,7 @@ def test_what_the_intent_leaves_out_is_not_in_it():
             if role == "opensm":
                 keys = [str(task_vars[f"opensm_{name}_key"]) for name in ("m", "sm", "sa")]
                 assert all(len(key) > 3 for key in keys), keys
-                assert all(key in checks.applier_args(role)["conf"] for key in keys), host  # opensm.conf has them
+                assert all(key in checks.applier_args(role)[0]["conf"] for key in keys), host  # opensm.conf has them
                 assert not any(key in json.dumps(part) for key in keys), host
                 # The partitions as the model the file is rendered from, which the node check judges the fabric by.
                 listed = part["partition_list"]
@@ -119,7 +120,8 @@ def test_a_role_whose_part_was_masked_is_made_from_its_variables():
     part = checks.intent("rdma_core")
     fact = document(host, {"rdma_core": {**part, "distribution": "https://u:p@example/"}})
     assert fact["masked"] == ["rdma_core"]
-    assert _checks(loader, task_vars).applier_args("rdma_core", fact) == checks.view("rdma_core").applier_args()
+    made = _checks(loader, task_vars).applier_args("rdma_core", fact)
+    assert made == (checks.view("rdma_core").applier_args(), "variables")
 
 
 def test_an_intent_the_applier_would_refuse_is_not_made():

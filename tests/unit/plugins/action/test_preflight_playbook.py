@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _playbook import COLLECTIONS, ansible_playbook, needs_playbook  # noqa: E402
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import node_apply, node_check  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import concerns, node_check  # noqa: E402
 
 pytestmark = [needs_playbook, pytest.mark.playbook]
 
@@ -137,7 +137,7 @@ def test_the_intent_is_each_appliers_arguments_defaulted(tmp_path):
     assert document["roles"]["rdma_core"]["memlock"] == "1048576"
     # The node check gives each applier these arguments as the module's own validator would.
     for role in ("rdma_core", "nccl"):
-        spec = node_apply.APPLIERS[f"gpucluster.fabric.{role}"][0]
+        spec = concerns.appliers()[f"gpucluster.fabric.{role}"][0]
         args = dict(document["roles"][role], state="present")
         assert node_check.params_for(spec, args) == ArgumentSpecValidator(spec).validate(args).validated_parameters
 

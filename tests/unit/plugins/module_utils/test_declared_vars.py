@@ -70,15 +70,17 @@ def test_declared_set_is_read_from_a_collection(tmp_path):
     )
     (tmp_path / "roles" / "demo" / "defaults" / "main.yml").write_text("nccl_demo_default: 1\n")
     (tmp_path / "roles" / "demo" / "tasks" / "main.yml").write_text(
-        "- block:\n"
-        "    - ansible.builtin.set_fact: {nccl_demo_fact: 1, __nccl_demo_private: 2, cacheable: true}\n"
-        "  rescue:\n"
-        "    - {ansible.builtin.command: 'true', register: nccl_demo_result}\n"
+        "- {ansible.builtin.command: 'true', register: nccl_demo_unpublished}\n"  # a task file is not read
     )
     (tmp_path / "playbooks" / "site.yml").write_text(
-        "- hosts: \"{{ gpucluster_demo_hosts | default('all') }}\"\n  vars: {gpucluster_demo_play: 1}\n  tasks: []\n"
+        "- hosts: \"{{ gpucluster_demo_hosts | default('all') }}\"\n  vars: {gpucluster_demo_play: 1}\n  tasks:\n"
+        "    - block:\n"
+        "        - ansible.builtin.set_fact: {nccl_demo_fact: 1, __nccl_demo_private: 2, cacheable: true}\n"
+        "      rescue:\n"
+        "        - {ansible.builtin.command: 'true', register: nccl_demo_result}\n"
     )
-    assert declared_vars.declared_names(tmp_path) == {
+    assert declared_vars.declared_names(tmp_path, published=["nccl_demo_published"]) == {
+        "nccl_demo_published",
         "nccl_demo_spec",
         "nccl_demo_default",
         "nccl_demo_fact",

@@ -16,7 +16,6 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 node_check = load("node_check")
 install = load("node_check_install")
-node_apply = load("node_apply")
 
 
 def test_arguments_are_what_the_modules_validator_gives():
@@ -46,7 +45,7 @@ def test_arguments_of_another_version_or_type_are_refused_by_name():
 
 
 def test_every_role_with_an_applier_has_a_drift_check_family():
-    roles = {name.rsplit(".", 1)[-1] for name in node_apply.APPLIERS}
+    roles = {name.rsplit(".", 1)[-1] for name in node_check.APPLIERS}
     assert {f"drift.{role}" for role in roles} <= set(node_check.FAMILIES)
 
 
@@ -695,7 +694,7 @@ def test_a_subnet_manager_reads_its_own_state_and_the_fleet_wants_one_master():
 
 
 def test_opensm_drift_is_the_role_applier_comparing_files_and_only_the_mode_of_the_keys_file(tmp_path):
-    """drift.opensm is module opensm's own code (opensm_apply, node_apply.APPLIERS) in check mode with the intent's
+    """drift.opensm is module opensm's own code (opensm_apply, concerns.appliers()) in check mode with the intent's
     ``applier`` part, which never has ``conf``: opensm.conf's content (the keys) is not compared, its mode is."""
     applier = {
         "root": str(tmp_path),
