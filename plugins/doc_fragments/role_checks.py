@@ -1,7 +1,7 @@
 # Copyright: gpucluster.fabric contributors
 # Apache License 2.0 (see LICENSE)
 """The option of module fabric_validate_collect, whose action plugin runs role fabric_validate's input checks first
-(CheckedApplierAction)."""
+(plugins/action/fabric_validate_collect.py)."""
 
 
 class ModuleDocFragment:

@@ -24,12 +24,10 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.template import trust_as_template
 from ansible.vars.clean import namespace_facts
 
-from ..module_utils import concerns, fabric_checks, fabric_mtu, node_check_install, opensm_input, opensm_partitions
+from ..module_utils import concerns, node_check_install, opensm_partitions
 from ..module_utils import hca_firmware as hca_firmware_rules
 from ..module_utils import rdma_core as rdma_core_rules
-from ..module_utils import roce_qos as roce_qos_rules
 from .mlxconfig_params import CATALOGUE
-from .preflight import failure_message
 
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,17 +180,22 @@ DERIVED = {
 
 
 def _rules(role, rules, *args, **kwargs):
-    """The problems ``rules`` (a role's input checks, in module_utils) find; a value of a type they cannot read is
-    one problem of the role, not a crash of the preflight."""
+    """The problems the role's input checks find (``rules``: "<module_utils module>.<function>", imported when a
+    check runs: module apply on a host the site preflight checked runs none); a value of a type they cannot read
+    is one problem of the role, not a crash of the preflight."""
+    module, function = rules.rsplit(".", 1)
     try:
-        return rules(*args, **kwargs)
+        return getattr(importlib.import_module(f"{_MODULE_UTILS}.{module}"), function)(*args, **kwargs)
     except (TypeError, ValueError, AttributeError) as exc:
         raise AnsibleError(f"{role}: the input checks cannot read a value ({exc}); check the role's variables") from exc
 
 
+_MODULE_UTILS = f"{__package__.rsplit('.', 1)[0]}.module_utils"
+
+
 def concern_code(concern):
     """The module_utils module holding ``concern``'s applier code (the registry's ``code``)."""
-    return importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.module_utils.{concern.code}")
+    return importlib.import_module(f"{_MODULE_UTILS}.{concern.code}")
 
 
 def _typed(concern, args, refused=None):
@@ -459,17 +462,18 @@ class Checks:
             rv.set("__fabric_interfaces_host", result)
         return _rules(
             "fabric_interfaces",
-            fabric_mtu.preflight_errors,
+            "fabric_mtu.preflight_errors",
             rv.get("fabric_interfaces"),
             rv.get("__fabric_interfaces_checks"),
         )
 
     def _check_roce_qos(self, rv):
-        return _rules("roce_qos", roce_qos_rules.input_errors, rv.get("__roce_qos_input"))
+        return _rules("roce_qos", "roce_qos.input_errors", rv.get("__roce_qos_input"))
 
     def _check_opensm(self, rv):
         inputs, hostvars, groups = rv.get("__opensm_inputs"), rv.raw("hostvars"), rv.get("groups")
-        return _rules("opensm", opensm_input.input_errors, inputs, hostvars, groups, self.host, rv.get("ansible_facts"))
+        facts = rv.get("ansible_facts")
+        return _rules("opensm", "opensm_input.input_errors", inputs, hostvars, groups, self.host, facts)
 
     def _check_node_check(self, rv):
         args = rv.applier_args()
@@ -477,7 +481,7 @@ class Checks:
         return [f"{self.host}: {error}" for error in errors]
 
     def _check_fabric_validate(self, rv):
-        errors = _rules("fabric_validate", fabric_checks.preflight_errors, **rv.get("__fabric_validate_inputs"))
+        errors = _rules("fabric_validate", "fabric_checks.preflight_errors", **rv.get("__fabric_validate_inputs"))
         return [f"{self.host}: {'; '.join(errors)}"] if errors else []
 
 
@@ -510,44 +514,3 @@ class RoleChecksMixin:
 
     def _checks(self, task_vars):
         return Checks(self._templar, self._loader, task_vars, lambda n, a: self._module(n, a, task_vars), self._find)
-
-
-class CheckedApplierAction(RoleChecksMixin):
-    """A module's action plugin (fabric_validate_collect's; the appliers' roles go through module apply): with
-    ``role_checks``, the role's checks first (the site preflight's code; the role passes it when that preflight did
-    not check the host), failing with every problem before the module runs."""
-
-    ROLE = None
-    MODULE = None
-    ACTION_ARGS = ()  # the action's own arguments: not passed to the module, handed to _finish
-
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        task_vars = dict(task_vars or {})
-        args = dict(self._task.args)
-        own = {name: args.pop(name) for name in self.ACTION_ARGS if name in args}
-        if boolean(args.pop("role_checks", False), strict=False):
-            facts, failure = self._gather(task_vars)
-            if failure:
-                return failure
-            host = task_vars.get("inventory_hostname", "localhost")
-            messages = [
-                m if m.startswith(f"{host}:") else f"{host}: gpucluster.fabric.{self.ROLE}: {m}"
-                for m in self._checks(task_vars).run(self.ROLE)
-            ]
-            if messages:
-                result.update(changed=False, failed=True, msg=failure_message(host, messages, [self.ROLE]))
-                return result
-            if facts:
-                result["ansible_facts"] = facts
-        args = self._module_args(args, own, task_vars)
-        result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))
-        return self._finish(result, own)
-
-    def _module_args(self, args, own, task_vars):
-        """The module's arguments, from the task's (``args``) and the action's own."""
-        return args
-
-    def _finish(self, result, own):
-        """The task's result from the module's and the action's own arguments."""
-        return result

@@ -96,13 +96,13 @@ def test_the_registry_reads_only_declared_variables_and_known_arguments():
 
 def test_the_roles_checks_run_through_the_same_plugin():
     """A role in a play of one's own runs its checks with the site preflight's code: module apply (above), or the
-    fabric_validate read with role_checks (action plugins/plugin_utils/role_checks.py CheckedApplierAction), unless
+    fabric_validate read with role_checks (its action plugin runs role_checks.Checks), unless
     the preflight did."""
     (task, *_) = yaml.safe_load((ROOT / "roles" / "fabric_validate" / "tasks" / "collect.yml").read_text())
     args = task["gpucluster.fabric.fabric_validate_collect"]
     assert args["role_checks"] == "{{ 'fabric_validate' not in __gpucluster_checked | default([]) }}"
     action = (ROOT / "plugins" / "action" / "fabric_validate_collect.py").read_text()
-    assert 'ROLE = "fabric_validate"' in action and "CheckedApplierAction" in action
+    assert 'ROLE = "fabric_validate"' in action and "self._checks(task_vars).run(ROLE)" in action
     for role in roles():
         assert not (ROOT / "roles" / role / "tasks" / "preflight.yml").exists(), role
 
