@@ -62,8 +62,9 @@ SCHEMA = 1
 COLLECTION_VERSION = "0.2.0"
 # "error": the check itself broke (a bug or an input it could not read), never a node fault and never a pass.
 STATES = ("passed", "failed", "skipped", "error")
-# The families of check names, for the allow and deny lists (node_check_only, node_check_skip): a name is its family,
-# or its family and a subject in brackets (port.state[mlx5_0/1]).
+# The appliers the drift checks run (the registry's), and the families of check names, for the allow and deny lists
+# (node_check_only, node_check_skip): a name is its family, or its family and a subject in brackets
+# (port.state[mlx5_0/1]).
 APPLIERS = appliers()
 DRIFT_ROLES = tuple(sorted(name.rsplit(".", 1)[-1] for name in APPLIERS))
 FAMILIES = (

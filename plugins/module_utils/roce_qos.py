@@ -282,11 +282,14 @@ def udev_rule(header):
 INPUT_KEYS = ("trust", "pfc_priorities", "dscp_map", "tos", "ecn")
 
 
+def _input_defaults(data):
+    return {key: data.get(key) for key in INPUT_KEYS}
+
+
 def input_settings(data):
     """{interface: settings} for every RoCE interface of role roce_qos' input, as module roce_qos and the boot-time
     unit take them."""
-    defaults = {key: data.get(key) for key in INPUT_KEYS}
-    return resolved_settings(defaults, data.get("interface_overrides") or {}, data.get("interfaces") or [])
+    return resolved_settings(_input_defaults(data), data.get("interface_overrides") or {}, data.get("interfaces") or [])
 
 
 def input_errors(data):
@@ -294,7 +297,7 @@ def input_errors(data):
     interface_overrides, nccl_conf), each naming the host, the variable and the fix."""
     return qos_errors(
         data.get("host"),
-        {key: data.get(key) for key in INPUT_KEYS},
+        _input_defaults(data),
         data.get("interface_overrides") or {},
         data.get("interfaces") or [],
         data.get("nccl_conf"),

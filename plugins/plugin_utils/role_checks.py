@@ -179,6 +179,9 @@ DERIVED = {
 }
 
 
+_MODULE_UTILS = f"{__package__.rsplit('.', 1)[0]}.module_utils"
+
+
 def _rules(role, rules, *args, **kwargs):
     """The problems the role's input checks find (``rules``: "<module_utils module>.<function>", imported when a
     check runs: module apply on a host the site preflight checked runs none); a value of a type they cannot read
@@ -188,9 +191,6 @@ def _rules(role, rules, *args, **kwargs):
         return getattr(importlib.import_module(f"{_MODULE_UTILS}.{module}"), function)(*args, **kwargs)
     except (TypeError, ValueError, AttributeError) as exc:
         raise AnsibleError(f"{role}: the input checks cannot read a value ({exc}); check the role's variables") from exc
-
-
-_MODULE_UTILS = f"{__package__.rsplit('.', 1)[0]}.module_utils"
 
 
 def concern_code(concern):
