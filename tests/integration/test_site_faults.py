@@ -29,6 +29,7 @@ The scenario passes the lab in the environment: FAULT_LAB_GPUS, FAULT_LAB_SMS (h
 FAULT_LAB_HOST_VARS (the scenario's host_vars directory), LAB_SUITE and LAB_REPORT_DIR.
 """
 
+import difflib
 import json
 import os
 import re
@@ -178,7 +179,9 @@ def test_bad_inventory_fails_in_preflight_before_any_change(lab, request, bad, e
         assert word in preflight, (word, output[-4000:])
     assert all(counts.get("changed", 0) == 0 for counts in _recap(output).values()), output[-3000:]
     for host in [*GPUS, *SMS]:
-        assert _state(host) == before[host], f"{host} changed although the preflight failed"
+        after = _state(host)
+        changed = "".join(difflib.unified_diff(before[host].splitlines(True), after.splitlines(True), n=0))
+        assert after == before[host], f"{host} changed although the preflight failed:\n{changed}"
 
 
 def _run_interrupted(inventory, report_dir, marker, timeout=1800):

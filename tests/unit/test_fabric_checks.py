@@ -190,6 +190,28 @@ def test_preflight_errors():
 
 
 @pytest.mark.parametrize(
+    ("rate", "mtu", "wrong"),
+    [
+        (0, 0, []),
+        ("400", "4096", []),
+        (200.5, 2048, []),
+        (-1, 4096, ["fabric_validate_expected_rate_gbps=-1 must be a number of Gb/s, 0 or more"]),
+        ("fast", 4096, ["fabric_validate_expected_rate_gbps='fast'"]),
+        (True, 4096, ["fabric_validate_expected_rate_gbps=True"]),
+        ("nan", 4096, ["fabric_validate_expected_rate_gbps='nan'"]),
+        (400, 4092, ["fabric_validate_expected_active_mtu=4092 must be 0 (not checked) or an RDMA MTU: 256, 512,"]),
+        (400, "-4096", ["fabric_validate_expected_active_mtu='-4096'"]),
+        (-5, "0x1000", ["expected_rate_gbps=-5", "expected_active_mtu='0x1000'"]),
+    ],
+)
+def test_expected_port_minima_are_checked_in_the_preflight(rate, mtu, wrong):
+    errors = preflight_errors([], {}, [], [], expected_rate_gbps=rate, expected_active_mtu=mtu)
+    assert len(errors) == len(wrong), errors
+    for error, words in zip(errors, wrong):
+        assert words in error
+
+
+@pytest.mark.parametrize(
     "measurements",
     [
         {},

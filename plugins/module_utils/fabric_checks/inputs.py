@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Mapping
 
-from ..fabric_model import is_int, normalise_interface
+from ..fabric_model import IB_MTUS, is_int, normalise_interface, parse_int
 from .rdma import RDMA_TESTS
 
 TIERS = ("health", "rdma", "nccl", "outliers")
@@ -57,6 +57,8 @@ def preflight_errors(
     nccl_benchmarks="first",
     sm_query_host=None,
     inventory_hosts=None,
+    expected_rate_gbps=0,
+    expected_active_mtu=0,
 ):
     """Messages for bad input, each naming the variable, the value and the fix. Empty when all is well."""
     errors = measurements_errors({} if measurements is None else measurements)
@@ -71,6 +73,7 @@ def preflight_errors(
         )
     errors.extend(reference_errors(references or []))
     errors.extend(rdma_reference_errors(rdma_bw_references or []))
+    errors.extend(expected_port_errors(expected_rate_gbps, expected_active_mtu))
     if sm_query_host and inventory_hosts is not None and sm_query_host not in inventory_hosts:
         errors.append(
             f"fabric_validate_sm_query_host={sm_query_host} is not an inventory host; name one, or leave it unset"
@@ -116,6 +119,31 @@ def preflight_errors(
                 )
         if pair and pair.get("server") == pair.get("client"):
             errors.append(f"fabric_validate_rdma_pairs[{index}] pairs {pair.get('server')!r} with itself")
+    return errors
+
+
+def expected_port_errors(rate_gbps, active_mtu):
+    """The port minima the health tier judges each port by: a rate of 0 Gb/s or more, and an active MTU of 0 (not
+    checked) or one an RDMA port can report."""
+    errors = []
+    try:  # -e gives text: "400" is 400
+        rate = None if isinstance(rate_gbps, bool) else float(str(rate_gbps))
+    except ValueError:
+        rate = None
+    if rate is None or not 0 <= rate < float("inf"):
+        errors.append(
+            f"fabric_validate_expected_rate_gbps={rate_gbps!r} must be a number of Gb/s, 0 or more "
+            "(0 skips the rate check); use e.g. 400 for NDR"
+        )
+    try:
+        mtu = parse_int(active_mtu)
+    except ValueError:
+        mtu = None
+    if mtu is None or (mtu and mtu not in IB_MTUS):
+        errors.append(
+            f"fabric_validate_expected_active_mtu={active_mtu!r} must be 0 (not checked) or an RDMA MTU: "
+            f"{', '.join(map(str, IB_MTUS))}; use e.g. 4096"
+        )
     return errors
 
 
