@@ -46,17 +46,19 @@ def _sources(concern):
 def table(module):
     lines = [
         "| concern (role) | hosts | applier module | its code (`plugins/module_utils/`) | arguments made from | "
-        "left out of the intent | tags | drift checked | in a call of several |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "left out of the intent | the intent's part beside them (typed) | tags | drift checked | "
+        "in a call of several |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in module.CONCERNS:
         code = f"`{c.code}.py`" if c.code else "-"
         applier = f"`{c.module}`" if c.module else "- (measures)"
         left = ", ".join(f"`{name}`" for name in c.leave_out) or "-"
         tags = ", ".join(f"`{tag}`" for tag in c.tags) or "-"
+        part = ", ".join(f"`{key}` ({option['type']})" for key, (_source, option) in c.part.items()) or "-"
         lines.append(
             f"| `{c.role}` | {HOSTS[c.hosts]} | {applier} | {code} | {_sources(c) if c.module else '-'} | {left} | "
-            f"{tags} | {'yes' if c.drift else 'no'} | {'yes' if c.in_apply else 'no'} |"
+            f"{part} | {tags} | {'yes' if c.drift else 'no'} | {'yes' if c.in_apply else 'no'} |"
         )
     return "\n".join(lines)
 

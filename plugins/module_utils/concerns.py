@@ -39,7 +39,9 @@ from . import (  # noqa: F401  # pylint: disable=unused-import
 # to do); spec, run: the names of its argument spec and its entry point in ``code``; tags: the tags its role's task
 # carries and that select it in a play of several; without: what the preflight adds to a missing required value,
 # where a site can do without the concern; publishes: the results and facts its role's tasks publish for other roles
-# and playbooks (declared names: the preflight never takes a cached one for a misspelt variable).
+# and playbooks (declared names: the preflight never takes a cached one for a misspelt variable); part: what the
+# concern's part of the intent holds beside its applier's arguments (then kept under ``applier``), {key: (source, the
+# key's option: its type)}: what the node check reads, typed and checked by the same option on both ends.
 Concern = namedtuple(
     "Concern",
     (
@@ -56,6 +58,7 @@ Concern = namedtuple(
         "tags",
         "without",
         "publishes",
+        "part",
     ),
 )
 
@@ -84,6 +87,7 @@ def _concern(role, hosts, module, args, leave_out=("host",), drift=True, in_appl
         tuple(more.get("tags", ())),
         more.get("without"),
         tuple(more.get("publishes", ())),
+        dict(more.get("part", {})),
     )
 
 
@@ -226,6 +230,13 @@ CONCERNS = (
         in_apply=False,
         code="opensm_apply",
         publishes=["opensm_restart_required"],
+        # What the node check reads on a subnet manager: the unit, the diagnostics' environment, and the partitions
+        # as OpenSM reads them (the model partitions.conf is rendered from), which its isolation checks judge by.
+        part={
+            "unit": ("__opensm_unit", {"type": "str"}),
+            "diag_environment": ("opensm_diag_environment", {"type": "dict"}),
+            "partition_list": ("@opensm_partition_list", {"type": "list", "elements": "dict"}),
+        },
     ),
     _concern(
         "node_check",
@@ -241,7 +252,28 @@ CONCERNS = (
         code="node_check_install",
         tags=["node_check"],
     ),
-    _concern("fabric_validate", "gpu", None, {}, leave_out=(), drift=False, in_apply=False),
+    # What the node check reads with and judges by, as the health tier does.
+    _concern(
+        "fabric_validate",
+        "gpu",
+        None,
+        {},
+        leave_out=(),
+        drift=False,
+        in_apply=False,
+        part={
+            "tiers": ("fabric_validate_tiers", {"type": "list", "elements": "str"}),
+            "expected_rate_gbps": ("fabric_validate_expected_rate_gbps", {"type": "float"}),
+            "expected_active_mtu": ("fabric_validate_expected_active_mtu", {"type": "int"}),
+            "required_modules": ("fabric_validate_required_modules", {"type": "list", "elements": "str"}),
+            "interfaces": ("fabric_validate_interfaces", {"type": "list", "elements": "dict"}),
+            "sysfs_root": ("fabric_validate_sysfs_root", {"type": "path"}),
+            "max_nic_distance": ("fabric_validate_max_nic_distance", {"type": "str"}),
+            "sm_query_host": ("fabric_validate_sm_query_host", {"type": "str"}),
+            "sm_query_environment": ("fabric_validate_sm_query_environment", {"type": "dict"}),
+            "fleet_packages": ("fabric_validate_fleet_packages", {"type": "list", "elements": "str"}),
+        },
+    ),
 )
 
 
@@ -258,6 +290,12 @@ def roles(hosts=None):
 def get(role):
     """The concern of ``role``, or None."""
     return next((c for c in CONCERNS if c.role == role), None)
+
+
+def part_spec(role):
+    """The argument spec of ``role``'s part of the intent beside its applier's arguments ({} where it has none)."""
+    concern = get(role)
+    return {key: dict(option) for key, (_source, option) in concern.part.items()} if concern else {}
 
 
 def _accepted(args):

@@ -33,7 +33,7 @@ import time
 import traceback
 
 from . import intent as intent_file
-from .concerns import appliers
+from .concerns import appliers, part_spec
 from .fabric_checks import (
     PENDING_REBOOT,
     collected_record,
@@ -370,16 +370,51 @@ def drift_check(host, role, args, module_class=NodeModule):
     return _check(host, TIER, name, "passed", f"{role} is as the intent says", 0, 0, "changes"), result
 
 
+class Part(dict):
+    """A part of the intent as the node reads it: every key of its spec, typed. Asking for a key the spec does not
+    have is the node check's bug (a renamed argument), and raises KeyError rather than reading as unset."""
+
+    def get(self, key, default=None):
+        if key not in self:
+            raise KeyError(f"the intent has no {key!r} here (known: {', '.join(sorted(self))})")
+        return self[key]
+
+
+def intent_part(roles, role):
+    """``role``'s part of the intent as the node reads it: each key of the registry's ``part`` (concerns.part_spec)
+    typed by its option, or, for a role without one, its applier's arguments typed and defaulted by the applier's
+    spec; None where the host has no part for ``role``. Raises ValueError for a key missing, unknown or of the wrong
+    type (an intent of another version): never a fallback default in place of what the intent should say."""
+    part = roles.get(role)
+    if part is None:
+        return None
+    if not isinstance(part, dict):
+        raise ValueError(f"the intent's {role} part is not a mapping")
+    spec = part_spec(role)
+    if not spec:
+        return Part(params_for(APPLIERS[f"gpucluster.fabric.{role}"][0], part))
+    given = {key: value for key, value in part.items() if key != "applier"}
+    missing = sorted(set(spec) - set(given))
+    if missing:
+        raise ValueError(f"the intent's {role} part has no {', '.join(missing)} (an intent of another version)")
+    return Part(params_for(spec, given))
+
+
 def _collect_params(host, roles):
-    validate = roles.get("fabric_validate") or {}
+    validate = intent_part(roles, "fabric_validate") or {}
+    nccl = intent_part(roles, "nccl")
     interfaces = validate.get("interfaces")
     if interfaces is None:
-        interfaces = (roles.get("fabric_interfaces") or {}).get("interfaces") or []
+        interfaces = (intent_part(roles, "fabric_interfaces") or {}).get("interfaces") or []
+    # Where the intent says nothing (no such role on the host, an empty value), the collector's own default.
+    given = {
+        "root": validate.get("sysfs_root"),
+        "max_nic_distance": validate.get("max_nic_distance"),
+        "nccl_conf_path": (nccl or {}).get("conf_path"),
+    }
     args = {
-        "root": validate.get("sysfs_root") or "/",
-        "max_nic_distance": validate.get("max_nic_distance") or "PXB",
+        **{name: value for name, value in given.items() if value},
         "modules": list(validate.get("required_modules") or []),
-        "nccl_conf_path": (roles.get("nccl") or {}).get("conf_path", "/etc/nccl.conf"),
         "interfaces": expected_interface_mtus(interfaces),
         # The subnet manager is asked from the node itself only: where the inventory asks it from another host
         # (fabric_validate_sm_query_host), the fleet report does, and the node's check says so.
@@ -399,7 +434,6 @@ def health(host, roles, applied, module_class=NodeModule, collected=None, inputs
 
     Role fabric_validate gives what its module read (``collected``), the record's ``inputs`` from the play
     (collected_record) and what it ``expected`` of the ports; else each is the intent's."""
-    validate = roles.get("fabric_validate") or {}
     if collected is None:
         params = _collect_params(host, roles)
         module = module_class(params)
@@ -412,14 +446,16 @@ def health(host, roles, applied, module_class=NodeModule, collected=None, inputs
             return [_check(host, TIER, "rdma.device", "failed", message)], None
     if inputs is None:
         gpudirect = (applied.get("rdma_modules") or {}).get("gpudirect")
+        nccl = intent_part(roles, "nccl") or {}
         inputs = {
             "gpudirect": gpudirect if isinstance(gpudirect, dict) and gpudirect.get("mode") else None,
-            "allowed_debug": (roles.get("nccl") or {}).get("allow_debug_variables") or [],
-            "gid_family": (roles.get("nccl") or {}).get("ib_addr_family") or "ipv4",
-            "require_pfc": (roles.get("roce_qos") or {}).get("require_pfc", False),
+            "allowed_debug": nccl.get("allow_debug_variables") or [],
+            "gid_family": nccl.get("ib_addr_family") or "ipv4",
+            "require_pfc": bool((intent_part(roles, "roce_qos") or {}).get("require_pfc")),
             "declared_roce": [],  # the RoCE QoS is judged by drift.roce_qos, with the role's own code
         }
     if expected is None:
+        validate = intent_part(roles, "fabric_validate") or {}
         expected = {"rate_gbps": validate.get("expected_rate_gbps"), "active_mtu": validate.get("expected_active_mtu")}
     # Not asked here (the inventory asks from another host): each InfiniBand port's sm.master is skipped, saying so.
     record = with_sm(collected_record(collected, inputs), collected.get("sminfo") or [], host)
@@ -430,7 +466,7 @@ def subnet_manager_checks(host, opensm, module):
     """On a subnet manager (role opensm in the intent): its OpenSM unit runs (``opensm.running``), and a master
     subnet manager answers sminfo from this host (``sm.master``), with the diagnostics' environment the inventory
     gives (opensm_diag_environment)."""
-    unit = opensm.get("unit") or "opensm.service"
+    unit = opensm["unit"] or "opensm.service"
     checks = []
     systemctl = module.get_bin_path("systemctl")
     if systemctl:
@@ -444,13 +480,13 @@ def subnet_manager_checks(host, opensm, module):
         checks.append(_check(host, TIER, "opensm.running", "skipped", "skipped: no systemctl on this host"))
     timeout = module.get_bin_path("timeout") or "timeout"
     rc, out, err = module.run_command(
-        [timeout, str(SM_QUERY_TIMEOUT), "sminfo"], environ_update=dict(opensm.get("diag_environment") or {})
+        [timeout, str(SM_QUERY_TIMEOUT), "sminfo"], environ_update=dict(opensm["diag_environment"] or {})
     )
     outcome = sminfo_outcome(rc, out, err)
     status, message, measured = sm_verdict("the fabric", outcome, host, host)
     checks.append(_check(host, TIER, "sm.master", status, message, measured, "SMINFO_MASTER"))
     answer = outcome[1] if outcome[0] == "answered" and outcome[1]["master"] else None
-    checks.append(own_sm_state(host, unit, module, dict(opensm.get("diag_environment") or {}), answer))
+    checks.append(own_sm_state(host, unit, module, dict(opensm["diag_environment"] or {}), answer))
     return checks + isolation(host, opensm, module, answer["guid"] if answer else None)
 
 
@@ -505,10 +541,10 @@ def isolation(host, opensm, module, master_guid):
     finds, its P_Key table (``smpquery pkeys <LID>``), against the intent's partitions (``partition_list``: the
     model partitions.conf is rendered from, opensm_partitions.partition_list; fabric_checks.isolation_checks);
     ``master_guid``: the master SM's port, partitions.conf's ``SELF``."""
-    partitions = opensm.get("partition_list")
+    partitions = opensm["partition_list"]
     if not partitions:
         return []
-    environment = dict(opensm.get("diag_environment") or {})
+    environment = dict(opensm["diag_environment"] or {})
     timeout = module.get_bin_path("timeout") or "timeout"
     rc, out, err = module.run_command(
         [timeout, str(SM_QUERY_TIMEOUT * 4), "ibnetdiscover", "-p"], environ_update=environment
@@ -614,7 +650,7 @@ def run_checks(document, only=(), skip=(), module_class=NodeModule, **given):
         ("hca.firmware", lambda: firmware_checks(host, applied.get("hca_firmware"))),
     ]
     if "opensm" in roles:
-        families.append(("opensm", lambda: subnet_manager_checks(host, roles["opensm"], module_class({}))))
+        families.append(("opensm", lambda: subnet_manager_checks(host, intent_part(roles, "opensm"), module_class({}))))
     judged = []
     for family, work in families:
         if _past_deadline():

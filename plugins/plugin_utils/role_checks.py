@@ -88,7 +88,7 @@ class RoleVars:
         once per view."""
         concern = concerns.get(self.role)
         if self._args is None:
-            raw = {name: self._source(value) for name, value in concern.args.items()}
+            raw = {name: self.source(value) for name, value in concern.args.items()}
             self._args = _typed(concern, raw, self.refused)
             RoleVars.parts_made += 1
         if intent and self.refused:  # the intent is typed as the applier types it, or is not made
@@ -100,9 +100,9 @@ class RoleVars:
         """The arguments the intent leaves out (the registry's ``leave_out``: the run's tags, the host's name, what
         steers one run), made alone: with the intent's part, they are the applier's arguments."""
         concern = concerns.get(self.role)
-        return _typed(concern, {name: self._source(concern.args[name]) for name in concern.leave_out})
+        return _typed(concern, {name: self.source(concern.args[name]) for name in concern.leave_out})
 
-    def _source(self, source):
+    def source(self, source):
         if isinstance(source, list):
             return [self.get(name) for name in source]
         if not isinstance(source, str):
@@ -248,41 +248,6 @@ def result_messages(result):
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-# Each role's part of the intent: the arguments its role's task gives its module (concerns.CONCERNS: the task file and
-# what to leave out), so that the node check can run the applier in check mode with them (the file header is kept:
-# it is part of each file's content). Roles whose part is read from their variables instead give the values listed.
-INTENT_VARS = {
-    # OpenSM's keys stay in opensm.conf, which OpenSM reads: never in the intent. The node check reads the unit and
-    # the diagnostics' environment (a third item: key -> variable, added to the role's part).
-    "opensm": (
-        "__opensm_inputs",
-        ("opensm_m_key", "opensm_sm_key", "opensm_sa_key"),
-        {
-            "unit": "__opensm_unit",
-            "diag_environment": "opensm_diag_environment",
-            # The partitions as OpenSM reads them: the node check's isolation family judges the fabric against them.
-            "partition_list": "@opensm_partition_list",
-        },
-    ),
-    "fabric_validate": (
-        {
-            "tiers": "fabric_validate_tiers",
-            "expected_rate_gbps": "fabric_validate_expected_rate_gbps",
-            "expected_active_mtu": "fabric_validate_expected_active_mtu",
-            "required_modules": "fabric_validate_required_modules",
-            "interfaces": "fabric_validate_interfaces",
-            # What the node check (node_check.py) reads with, as the health tier does.
-            "sysfs_root": "fabric_validate_sysfs_root",
-            "max_nic_distance": "fabric_validate_max_nic_distance",
-            "sm_query_host": "fabric_validate_sm_query_host",
-            "sm_query_environment": "fabric_validate_sm_query_environment",
-            "fleet_packages": "fabric_validate_fleet_packages",
-        },
-        (),
-    ),
-}
-
-
 def nothing_to_apply(role, args):
     """The result of ``role``'s module when ``args`` leave it nothing to do (the nothing_to_apply of its code, which
     the registry of concerns names), else None: module apply, the role's own action and the node check agree."""
@@ -361,23 +326,24 @@ class Checks:
         part = ((intent or {}).get("roles") or {}).get(role)
         if part is None or role in (intent.get("masked") or []):  # a masked URL is no argument
             return self.view(role).applier_args(), "variables"
-        if role in INTENT_VARS:
+        if concerns.get(role).part:
             part = part["applier"]
         return {**part, **self.view(role).steering_args()}, "intent"
 
     def intent(self, role):
-        """The host's part of the intent for ``role``: what its applier is to make true, defaulted and templated.
-        After the role's checks it reads their view, whose arguments are made already."""
+        """The host's part of the intent for ``role``: what its applier is to make true, defaulted and templated, and
+        what the node check reads beside (the registry's ``part``, typed by its options). After the role's checks it
+        reads their view, whose arguments are made already."""
         rv = self.view(role)
-        if role not in INTENT_VARS:
+        concern = concerns.get(role)
+        if not concern.part:
             return rv.applier_args(intent=True)
-        source, leave_out, *extra = INTENT_VARS[role]
-        if isinstance(source, dict):
-            return {key: rv.get(name) for key, name in source.items()}
-        part = {key: value for key, value in dict(rv.get(source) or {}).items() if key not in leave_out}
-        for key, name in (extra[0] if extra else {}).items():
-            part[key] = DERIVED[name[1:]](rv) if name.startswith("@") else rv.get(name)
-        if concerns.get(role).module:  # the files the role's module writes
+        raw = {key: rv.source(source) for key, (source, _option) in concern.part.items()}
+        validation = ArgumentSpecValidator(concerns.part_spec(role)).validate(raw)
+        if validation.error_messages:
+            raise AnsibleError(f"its part of the intent cannot be typed: {'; '.join(validation.error_messages)}")
+        part = dict(validation.validated_parameters)
+        if concern.module:  # the files the role's module writes
             part["applier"] = rv.applier_args(intent=True)
         return part
 

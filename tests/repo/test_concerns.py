@@ -75,32 +75,35 @@ def test_no_code_but_the_registry_lists_the_concerns():
     assert found == set(), "list the concerns in plugins/module_utils/concerns.py and read them there"
 
 
-def _intent_keys(role):
-    """The keys of ``role``'s part of the intent: its applier's arguments less what the intent leaves out, or what
-    role_checks.INTENT_VARS names for a role whose part is made from its variables."""
-    from ansible_collections.gpucluster.fabric.plugins.plugin_utils.role_checks import INTENT_VARS
-
-    concern = concerns.get(role)
-    if role not in INTENT_VARS:
-        return set(concern.args) - set(concern.leave_out)
-    source, _leave_out, *extra = INTENT_VARS[role]
-    keys = set(source) if isinstance(source, dict) else set()
-    keys |= set(extra[0]) if extra else set()
-    return keys | ({"applier"} if concern.module else set())
-
-
-def test_the_node_check_reads_only_keys_the_intent_has():
-    """The node check reads other roles' parts by key: each key it reads is one the registry (or INTENT_VARS) puts
-    there, so renaming an argument fails here instead of moving the check onto its fallback default."""
+def test_the_node_check_reads_the_intent_through_its_typed_parts():
+    """The node check reads a role's part only through intent_part (typed by the registry's ``part`` or the applier's
+    spec; a key the spec lacks raises): no other read of the intent's roles by name, so renaming an argument cannot
+    move a check onto a fallback default."""
     import re
 
     text = (ROOT / "plugins" / "module_utils" / "node_check.py").read_text()
-    reads = set(re.findall(r'\(roles\.get\("(\w+)"\) or \{\}\)\.get\("(\w+)"', text))
-    reads |= {("fabric_validate", key) for key in re.findall(r'\bvalidate\.get\("(\w+)"', text)}
-    reads |= {("opensm", key) for key in re.findall(r'\bopensm\.get\("(\w+)"', text)}
-    assert len(reads) >= 15, sorted(reads)
-    unknown = sorted((role, key) for role, key in reads if key not in _intent_keys(role))
-    assert unknown == [], unknown
+    reads = re.findall(r"\broles(?:\.get\(|\[)", text)
+    # intent_part's own read, and the drift loop's (the applier's arguments, typed by params_for in drift_check).
+    assert len(reads) == 2, reads
+    assert "part = roles.get(role)" in text and "drift_check(host, role, roles[role], module_class)" in text
+
+
+def test_a_part_types_each_key_as_the_roles_argument_spec_types_its_variable():
+    """The registry's ``part`` options (the types both ends give the intent's keys) say what the role's argument
+    spec says of the variable each key is made from; a key made otherwise (a role's internal var, a derived value)
+    has a type of its own."""
+    checked = 0
+    for concern in concerns.CONCERNS:
+        spec_file = ROOT / "roles" / concern.role / "meta" / "argument_specs.yml"
+        options = yaml.safe_load(spec_file.read_text())["argument_specs"]["main"]["options"]
+        for key, (source, option) in concern.part.items():
+            assert option.get("type") in ("str", "int", "float", "bool", "list", "dict", "path"), (concern.role, key)
+            if source in options:
+                declared = options[source]
+                assert option["type"] == declared.get("type", "str"), (concern.role, key)
+                assert option.get("elements") == declared.get("elements"), (concern.role, key)
+                checked += 1
+    assert checked >= 11
 
 
 def test_the_registry_says_what_each_role_publishes():

@@ -198,9 +198,11 @@ def test_intent_on_the_node_root_only_and_without_keys(name):
         assert eth1["mtu"] == 4200
     else:
         assert set(intent["roles"]) == {"opensm", "node_check"}
-        assert intent["roles"]["opensm"]["opensm_partitions"][0]["pkey"] == "0x0101"
-        for key in ("opensm_m_key", "opensm_sm_key", "opensm_sa_key"):
-            assert key not in intent["roles"]["opensm"]
+        # The partitions once, as OpenSM reads them (Default first; 15-bit P_Keys), beside the applier's files.
+        assert intent["roles"]["opensm"]["partition_list"][1]["pkey"] == 0x0101
+        assert set(intent["roles"]["opensm"]) == {"unit", "diag_environment", "partition_list", "applier"}
+        for key in ("opensm_m_key", "opensm_sm_key", "opensm_sa_key", "conf"):
+            assert key not in intent["roles"]["opensm"]["applier"]
             value = str(variables.get(key) or "")
             assert not value or value[2:].lstrip("0") not in intent_file.content_string, key
 

@@ -44,6 +44,60 @@ def test_arguments_of_another_version_or_type_are_refused_by_name():
         node_check.params_for({"count": {"type": "int"}}, {"count": "many"})
 
 
+VALIDATE_PART = {
+    "tiers": ["health"],
+    "expected_rate_gbps": "400",
+    "expected_active_mtu": "4096",
+    "required_modules": "ib_core,ib_uverbs",
+    "interfaces": [{"name": "ib0", "kind": "ipoib"}],
+    "sysfs_root": "/",
+    "max_nic_distance": "PXB",
+    "sm_query_host": "",
+    "sm_query_environment": {},
+    "fleet_packages": ["libnccl2"],
+}
+
+
+def test_a_part_of_the_intent_is_read_typed_by_its_registry_spec_and_nothing_else():
+    """fabric_validate's part (made from the role's variables): every key of the registry's ``part``, typed as
+    ansible-core types it; a key missing or unknown is an intent of another version; a key the spec lacks cannot be
+    read (a renamed argument is a bug, never a fallback default)."""
+    part = node_check.intent_part({"fabric_validate": VALIDATE_PART}, "fabric_validate")
+    assert part["expected_rate_gbps"] == 400.0 and part["expected_active_mtu"] == 4096
+    assert part["required_modules"] == ["ib_core", "ib_uverbs"]
+    expected = ArgumentSpecValidator(load("concerns").part_spec("fabric_validate")).validate(dict(VALIDATE_PART))
+    assert dict(part) == expected.validated_parameters
+    with pytest.raises(KeyError, match="the intent has no 'sysfs' here"):
+        part.get("sysfs")
+    assert node_check.intent_part({}, "fabric_validate") is None
+    short = {key: value for key, value in VALIDATE_PART.items() if key != "sysfs_root"}
+    with pytest.raises(ValueError, match="fabric_validate part has no sysfs_root"):
+        node_check.intent_part({"fabric_validate": short}, "fabric_validate")
+    with pytest.raises(ValueError, match="arguments sysfs are not options"):
+        node_check.intent_part({"fabric_validate": dict(VALIDATE_PART, sysfs="/")}, "fabric_validate")
+    with pytest.raises(ValueError, match="option expected_active_mtu: "):
+        node_check.intent_part({"fabric_validate": dict(VALIDATE_PART, expected_active_mtu="big")}, "fabric_validate")
+    # A role without a ``part``: its applier's arguments, defaulted by the applier's spec.
+    nccl = node_check.intent_part({"nccl": {"conf_path": "/etc/nccl-site.conf"}}, "nccl")
+    assert (nccl["conf_path"], nccl["ib_addr_family"], nccl["allow_debug_variables"]) == (
+        "/etc/nccl-site.conf",
+        "ipv4",
+        [],
+    )
+    with pytest.raises(KeyError):
+        nccl.get("address_family")
+
+
+def test_a_broken_part_is_an_error_of_its_family_never_a_verdict():
+    """An opensm part the intent of another version wrote (no partition_list): the opensm family says it broke, and
+    the drift and health families still judge."""
+    document = {"host": "sm1", "roles": {"opensm": {"unit": "opensm.service", "diag_environment": {}}}}
+    checks, _versions = node_check.run_checks(document, module_class=lambda params: _Host({}))
+    opensm = [c for c in checks if c["check"] == "opensm"]
+    assert len(opensm) == 1 and opensm[0]["status"] == "error", checks
+    assert "opensm part has no partition_list" in opensm[0]["message"]
+
+
 def test_every_role_with_an_applier_has_a_drift_check_family():
     roles = {name.rsplit(".", 1)[-1] for name in node_check.APPLIERS}
     assert {f"drift.{role}" for role in roles} <= set(node_check.FAMILIES)
@@ -624,7 +678,7 @@ class _Host(node_check.NodeModule):
 
 def test_a_subnet_manager_checks_its_unit_and_asks_for_the_master_with_its_environment():
     """Real sminfo output of OpenSM on the ibsim lab (tests/fixtures/sminfo): master, and OpenSM stopped."""
-    opensm = {"unit": "opensm@0x1.service", "diag_environment": {"LD_PRELOAD": "umad2sim.so"}}
+    opensm = {"unit": "opensm@0x1.service", "diag_environment": {"LD_PRELOAD": "umad2sim.so"}, "partition_list": []}
     master = (0, (SMINFO / "master.stdout").read_text(), "")
     ibaddr = (0, (SMINFO / "ibaddr.stdout").read_text(), "")
     host = _Host({"systemctl": (0, "active\n", ""), "sminfo": master, "ibaddr": ibaddr})
@@ -647,7 +701,11 @@ def test_a_subnet_manager_checks_its_unit_and_asks_for_the_master_with_its_envir
 def test_a_subnet_manager_reads_its_own_state_and_the_fleet_wants_one_master():
     """sm.state: ibaddr's LID of this host's port; the master's answer where it is the master's LID, else sminfo
     <LID> (real output: a second OpenSM in STANDBY on the ibsim lab). fleet.sm_master judges the fleet's."""
-    opensm = {"unit": "opensm@0x0002c90300a00001.service", "diag_environment": {"SIM_HOST": "H-1"}}
+    opensm = {
+        "unit": "opensm@0x0002c90300a00001.service",
+        "diag_environment": {"SIM_HOST": "H-1"},
+        "partition_list": [],
+    }
     master = (0, (SMINFO / "master.stdout").read_text(), "")
     ibaddr = (0, (SMINFO / "ibaddr.stdout").read_text(), "")
     host = _Host({"systemctl": (0, "active\n", ""), "sminfo": master, "ibaddr": ibaddr})
