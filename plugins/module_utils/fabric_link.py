@@ -10,6 +10,8 @@ import fnmatch
 import ipaddress
 import os
 
+from .rdma_sysfs import read_attribute
+
 ARPHRD_ETHER = 1
 ARPHRD_INFINIBAND = 32
 # include/uapi/linux/if_arp.h: what /sys/class/net/<if>/type holds, named as `ip link` shows it (link/ether ...).
@@ -19,14 +21,6 @@ IFF_UP = 0x1
 ENHANCED_IPOIB_DRIVERS = ("mlx5_core",)
 # MLNX_OFED and some kernels let the administrator turn enhanced IPoIB off with this module parameter.
 ENHANCED_IPOIB_PARAMS = ("module/ib_ipoib/parameters/ipoib_enhanced", "module/mlx5_ib/parameters/ipoib_enhanced")
-
-
-def _read(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:  # any byte: never a crash
-            return handle.read().strip()
-    except OSError:
-        return None
 
 
 def _int(text):
@@ -43,14 +37,14 @@ def read_link(name, sysfs_root="/sys"):
         return {"name": name, "exists": False}
     driver_link = os.path.join(base, "device", "driver")
     driver = os.path.basename(os.path.realpath(driver_link)) if os.path.lexists(driver_link) else None
-    flags = _int(_read(os.path.join(base, "flags")))
-    link_type = _int(_read(os.path.join(base, "type")))
-    mode = _read(os.path.join(base, "mode"))
+    flags = _int(read_attribute(os.path.join(base, "flags")))
+    link_type = _int(read_attribute(os.path.join(base, "type")))
+    mode = read_attribute(os.path.join(base, "mode"))
     info = {
         "name": name,
         "exists": True,
-        "mtu": _int(_read(os.path.join(base, "mtu"))),
-        "operstate": _read(os.path.join(base, "operstate")),
+        "mtu": _int(read_attribute(os.path.join(base, "mtu"))),
+        "operstate": read_attribute(os.path.join(base, "operstate")),
         "admin_up": bool(flags & IFF_UP) if flags is not None else None,
         "type": link_type,
         "infiniband": link_type == ARPHRD_INFINIBAND,
@@ -66,7 +60,7 @@ def is_enhanced_ipoib(info, sysfs_root="/sys"):
     if not info.get("exists") or not info.get("infiniband") or info.get("driver") not in ENHANCED_IPOIB_DRIVERS:
         return False
     for param in ENHANCED_IPOIB_PARAMS:
-        value = _read(os.path.join(sysfs_root, param))
+        value = read_attribute(os.path.join(sysfs_root, param))
         if value is not None and value.upper() in ("0", "N"):
             return False
     return True

@@ -44,6 +44,19 @@ def _value(text):
     return float(text)
 
 
+def _row(g, out_of_place, in_place):
+    """One size's row: its columns (the row pattern's groups) and the two timed sides."""
+    return {
+        "size": int(g["size"]),
+        "count": int(g["count"]),
+        "type": g["type"],
+        "redop": g["redop"],
+        "root": int(g["root"]),
+        "out_of_place": out_of_place,
+        "in_place": in_place,
+    }
+
+
 def _side(time_us, algbw, busbw, wrong):
     wrong_value = _value(wrong)
     return {
@@ -106,34 +119,16 @@ def parse_nccl_tests_text(text):
         match = _ROW_RE.match(line)
         if match:
             g = match.groupdict()
+            out_of_place = _side(g["op_time"], g["op_algbw"], g["op_busbw"], g["op_wrong"])
             result["results"].append(
-                {
-                    "size": int(g["size"]),
-                    "count": int(g["count"]),
-                    "type": g["type"],
-                    "redop": g["redop"],
-                    "root": int(g["root"]),
-                    "out_of_place": _side(g["op_time"], g["op_algbw"], g["op_busbw"], g["op_wrong"]),
-                    "in_place": _side(g["ip_time"], g["ip_algbw"], g["ip_busbw"], g["ip_wrong"]),
-                }
+                _row(g, out_of_place, _side(g["ip_time"], g["ip_algbw"], g["ip_busbw"], g["ip_wrong"]))
             )
             continue
         match = _SINGLE_ROW_RE.match(line)
         if match:
             g = match.groupdict()
-            side = _side(g["time"], g["algbw"], g["busbw"], g["wrong"])
-            result["results"].append(
-                {
-                    "size": int(g["size"]),
-                    "count": int(g["count"]),
-                    "type": g["type"],
-                    "redop": g["redop"],
-                    "root": int(g["root"]),
-                    # One timed column: the in-place one (torch.distributed.all_reduce works in place).
-                    "out_of_place": None,
-                    "in_place": side,
-                }
-            )
+            # One timed column: the in-place one (torch.distributed.all_reduce works in place).
+            result["results"].append(_row(g, None, _side(g["time"], g["algbw"], g["busbw"], g["wrong"])))
             continue
         for regex, handler in (
             (_TORCH_RE, _on_torch),

@@ -17,7 +17,7 @@ _CODE_RE = re.compile(r"^\s*(?P<code>\d+)\s*:\s*(?P<name>.+?)\s*$")
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 
 
-def _read(path):
+def read_attribute(path):
     """Content of a sysfs attribute, or None when it is absent or unreadable (sysfs returns EINVAL for the
     type of an unused GID entry)."""
     try:
@@ -62,26 +62,26 @@ def _int(value, base=10):
 
 
 def read_port(port_dir, root="/"):
-    state_code, state = _coded(_read(os.path.join(port_dir, "state")))
-    phys_code, phys_state = _coded(_read(os.path.join(port_dir, "phys_state")))
-    rate_text = _read(os.path.join(port_dir, "rate"))
+    state_code, state = _coded(read_attribute(os.path.join(port_dir, "state")))
+    phys_code, phys_state = _coded(read_attribute(os.path.join(port_dir, "phys_state")))
+    rate_text = read_attribute(os.path.join(port_dir, "rate"))
     gids = []
     table = _listdir(os.path.join(port_dir, "gids"))
     for index in sorted(table, key=lambda n: _int(n) or 0):
-        gid = _read(os.path.join(port_dir, "gids", index))
+        gid = read_attribute(os.path.join(port_dir, "gids", index))
         if not gid or gid == ZERO_GID:
             continue
         gids.append(
             {
                 "index": _int(index),
                 "gid": gid,
-                "type": _read(os.path.join(port_dir, "gid_attrs", "types", index)),
-                "ndev": _read(os.path.join(port_dir, "gid_attrs", "ndevs", index)),
+                "type": read_attribute(os.path.join(port_dir, "gid_attrs", "types", index)),
+                "ndev": read_attribute(os.path.join(port_dir, "gid_attrs", "ndevs", index)),
             }
         )
     netdev = next((g["ndev"] for g in gids if g["ndev"]), None)
-    netdev_mtu = _int(_read(os.path.join(root, "sys", "class", "net", netdev, "mtu"))) if netdev else None
-    link_layer = _read(os.path.join(port_dir, "link_layer"))
+    netdev_mtu = _int(read_attribute(os.path.join(root, "sys", "class", "net", netdev, "mtu"))) if netdev else None
+    link_layer = read_attribute(os.path.join(port_dir, "link_layer"))
     port = {
         "port": _int(os.path.basename(port_dir)),
         "state": state,
@@ -91,8 +91,8 @@ def read_port(port_dir, root="/"):
         "rate": rate_text,
         "rate_gbps": parse_rate(rate_text)["gbps"],
         "link_layer": link_layer,
-        "lid": _int(_read(os.path.join(port_dir, "lid")), 16),
-        "sm_lid": _int(_read(os.path.join(port_dir, "sm_lid")), 16),
+        "lid": _int(read_attribute(os.path.join(port_dir, "lid")), 16),
+        "sm_lid": _int(read_attribute(os.path.join(port_dir, "sm_lid")), 16),
         "gids": gids,
         "gid_table_size": len(table),
         "netdev": netdev,
@@ -142,15 +142,15 @@ def read_rdma_devices(root="/"):
     devices = []
     for name in _listdir(base):
         device_dir = os.path.join(base, name)
-        node_type_code, node_type = _coded(_read(os.path.join(device_dir, "node_type")))
+        node_type_code, node_type = _coded(read_attribute(os.path.join(device_dir, "node_type")))
         ports_dir = os.path.join(device_dir, "ports")
         devices.append(
             {
                 "name": name,
-                "node_guid": _read(os.path.join(device_dir, "node_guid")),
+                "node_guid": read_attribute(os.path.join(device_dir, "node_guid")),
                 "node_type": node_type,
-                "fw_ver": _read(os.path.join(device_dir, "fw_ver")),
-                "board_id": _read(os.path.join(device_dir, "board_id")),
+                "fw_ver": read_attribute(os.path.join(device_dir, "fw_ver")),
+                "board_id": read_attribute(os.path.join(device_dir, "board_id")),
                 "ports": [
                     read_port(os.path.join(ports_dir, p), root)
                     for p in sorted(_listdir(ports_dir), key=lambda n: _int(n) or 0)
@@ -233,7 +233,7 @@ def read_interface_mtus(interfaces, root="/"):
         {
             "name": iface["name"],
             "expected_mtu": iface.get("expected_mtu"),
-            "mtu": _int(_read(os.path.join(root, "sys", "class", "net", iface["name"], "mtu"))),
+            "mtu": _int(read_attribute(os.path.join(root, "sys", "class", "net", iface["name"], "mtu"))),
         }
         for iface in interfaces or []
     ]

@@ -916,7 +916,7 @@ def test_help_gives_the_exit_statuses(capsys):
 def test_sysfs_values_with_any_byte_are_read_not_a_crash(tmp_path):
     rdma_sysfs = load("rdma_sysfs")
     (tmp_path / "node_desc").write_bytes(b"gpu\xff\xfenode\n")
-    assert rdma_sysfs._read(str(tmp_path / "node_desc")) == "gpu\ufffd\ufffdnode"
+    assert rdma_sysfs.read_attribute(str(tmp_path / "node_desc")) == "gpu\ufffd\ufffdnode"
     assert node_check._label("eth\udcff") == "eth\\\\udcff"  # a netdev name's stray byte, escaped
 
 
