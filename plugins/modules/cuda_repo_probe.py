@@ -28,29 +28,10 @@ description:
 version_added: 0.2.0
 author: gpucluster.fabric maintainers (@gpucluster)
 extends_documentation_fragment:
+  - gpucluster.fabric.cuda_repo
   - gpucluster.fabric.attributes
   - gpucluster.fabric.attributes.posix
 options:
-  base_url:
-    description: Base URL holding C(compute/cuda/repos/<distro>/<arch>/) (C(https://), C(http://) or C(file://)).
-    type: str
-    required: true
-  distro:
-    description: NVIDIA repository name (C(ubuntu2204), C(debian12), ...); empty derives it from C(/etc/os-release).
-    type: str
-    default: ""
-  arch:
-    description: NVIDIA architecture directory (C(x86_64), C(sbsa)); empty derives it from the machine.
-    type: str
-    default: ""
-  keyring_version:
-    description: The cuda-keyring package version wanted.
-    type: str
-    default: "1.1-1"
-  key_fingerprint:
-    description: Fingerprint of the only key the repository keyring may hold (spaces and case are ignored).
-    type: str
-    required: true
   keyring_deb_src:
     description:
       - Path on the controller to the cuda-keyring .deb to use instead of downloading it. Read by the action plugin,

@@ -468,10 +468,13 @@ class RoleChecksMixin:
             raise
 
     def _gather(self, task_vars):
-        """The minimal facts when the host has none yet (a play without gather_facts): (facts or None, failure)."""
+        """The facts the roles read (os_family, distribution) when the host has none yet (a play without
+        gather_facts): (facts or None, failure). Only the distribution's: the "min" subset would add the login's
+        environment, which a failed task's result prints whole."""
         if "os_family" in (task_vars.get("ansible_facts") or {}):
             return None, None
-        gathered = self._module("ansible.builtin.setup", {"gather_subset": ["min"]}, task_vars)
+        subset = ["!all", "!min", "distribution"]
+        gathered = self._module("ansible.builtin.setup", {"gather_subset": subset}, task_vars)
         if gathered.get("failed") or gathered.get("unreachable"):
             return None, gathered
         facts = namespace_facts(gathered.get("ansible_facts") or {})["ansible_facts"]
