@@ -148,6 +148,27 @@ def lab(tmp_path_factory):
         _podman("exec", host, "ip", "rule", "del", *_mirror_cut_rule(), check=False)
 
 
+@pytest.fixture
+def paused_node_checks():
+    """The node check's timer stopped on every GPU node, and its run in flight let finish, for the length of a test
+    that compares the hosts' state before and after a run: the node check's drift.cuda_repo downloads into a
+    /tmp/cuda_repo.* directory of its own for the seconds it runs (every 10 s on this lab), which a snapshot taken
+    then would count as the run's leftover. Started again after the test."""
+    for host in GPUS:
+        _podman("exec", host, "systemctl", "stop", "gpucluster-fabric-check.timer")
+        _podman(
+            "exec",
+            host,
+            "sh",
+            "-c",
+            "i=0; while systemctl is-active --quiet gpucluster-fabric-check.service && [ $i -lt 120 ]; do"
+            " sleep 1; i=$((i+1)); done",
+        )
+    yield
+    for host in GPUS:
+        _podman("exec", host, "systemctl", "start", "gpucluster-fabric-check.timer", check=False)
+
+
 @pytest.mark.parametrize(
     ("bad", "expected"),
     [
@@ -164,7 +185,7 @@ def lab(tmp_path_factory):
     ],
     ids=["mtu-9000-datagram-ipoib", "malformed-guid", "misspelled-variable"],
 )
-def test_bad_inventory_fails_in_preflight_before_any_change(lab, request, bad, expected):
+def test_bad_inventory_fails_in_preflight_before_any_change(lab, request, paused_node_checks, bad, expected):
     """One GPU node's bad value stops every host in the preflight play; the message names host and variable."""
     host = GPUS[1]
     expected = [host, *expected]
@@ -771,7 +792,7 @@ def _step_tags():
     return sorted(tags)
 
 
-def test_every_step_runs_alone_by_its_tag_in_check_mode(lab):
+def test_every_step_runs_alone_by_its_tag_in_check_mode(lab, paused_node_checks):
     """`--tags <role>_<step> --check` works for every step of every role: a step finds the facts it needs (from a
     step that carries every step's tag), and a dry run changes nothing. One GPU node and the SM; three at a time."""
     tags = _step_tags()
