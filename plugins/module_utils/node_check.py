@@ -34,6 +34,7 @@ import traceback
 
 from . import intent as intent_file
 from .concerns import appliers, part_spec
+from .converge_hold import HOLD_PATH, read_hold
 from .fabric_checks import (
     PENDING_REBOOT,
     collected_record,
@@ -117,11 +118,6 @@ CONFIG_DEFAULTS = {
     "slurm_max_drained": 0.1,
 }
 LOCK_PATH = "/run/gpucluster-fabric-check.lock"
-# A converge's hold (site.yml writes it before its roles change the host and removes it once the host's new intent is
-# written): {"until": Unix time, "by": who}. While it holds, the check runs and reports but leaves Slurm alone: the
-# node differs from its intent because it is being changed to a new one, not because it broke.
-HOLD_PATH = "/run/gpucluster-fabric-check.hold"
-HOLD_MAX = 86400  # seconds from the hold's writing past which it holds nothing, whatever its "until" says
 # Bounds (seconds). Slurm kills a HealthCheckProgram that runs past 60 s (slurm.conf(5), HealthCheckProgram), and LBNL
 # NHC bounds itself at 30 s: a run waits at most LOCK_WAIT for another run's lock, then stops starting work at
 # RUN_DEADLINE (what is left is skipped, saying so), each command at most COMMAND_TIMEOUT (scontrol SLURM_TIMEOUT),
@@ -952,20 +948,6 @@ def read_memory(path):
         return memory if isinstance(memory, dict) else {}
     except (OSError, ValueError):
         return {}
-
-
-def read_hold(path, now):
-    """(until, by) of a converge's hold at ``path`` (HOLD_PATH) that has not expired at ``now``, else None. A hold
-    that cannot be read is no hold: the check acts as it would without one. No hold lasts past HOLD_MAX from when
-    its file was written: an interrupted converge never holds the node for good."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            written = os.fstat(handle.fileno()).st_mtime
-            hold = json.load(handle)
-        until, by = min(float(hold["until"]), written + HOLD_MAX), str(hold.get("by") or "a converge")
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
-    return (until, by) if until > now else None
 
 
 def slurm_act(module, node_name, report, memory=None, settings=None, now=None, hold=None):

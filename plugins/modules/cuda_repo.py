@@ -26,22 +26,6 @@ options:
     description: Path on the controller to the cuda-keyring .deb to use instead of downloading it.
     type: str
     default: ""
-  keyring_deb_content:
-    description: Base64 of the .deb named by O(keyring_deb_src); set by the action plugin, not by hand.
-    type: str
-    default: ""
-  verify_signature:
-    description: Verify the repository's C(InRelease) with C(gpgv) against the keyring.
-    type: bool
-    default: true
-  validate_certs:
-    description: Validate TLS certificates when downloading.
-    type: bool
-    default: true
-  timeout:
-    description: Seconds per download attempt. A transient network error is retried twice, an HTTP answer is final.
-    type: int
-    default: 30
   run_tags:
     description:
       - The run's C(ansible_run_tags). When it names some steps' tags (C(cuda_repo_install), C(cuda_repo_configure)),

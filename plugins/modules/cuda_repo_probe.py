@@ -38,22 +38,6 @@ options:
         which reports a missing file in RV(errors).
     type: str
     default: ""
-  keyring_deb_content:
-    description: Base64 of the .deb named by O(keyring_deb_src); set by the action plugin, not by hand.
-    type: str
-    default: ""
-  verify_signature:
-    description: Verify the repository's C(InRelease) with C(gpgv) against the keyring.
-    type: bool
-    default: true
-  validate_certs:
-    description: Validate TLS certificates when downloading.
-    type: bool
-    default: true
-  timeout:
-    description: Seconds per download attempt. A transient network error is retried twice, an HTTP answer is final.
-    type: int
-    default: 30
   offered_nccl:
     description:
       - When to read the libnccl2/libnccl-dev versions the repository offers (needs O(verify_signature)).

@@ -29,6 +29,13 @@ options:
     description: Where the file goes.
     type: path
     default: /etc/gpucluster/fabric.json
+  release_hold:
+    description:
+      - Once the intent is written, end the converge's hold on the node check's Slurm actions
+        (C(/run/gpucluster-fabric-check.hold), written by M(gpucluster.fabric.node_check_hold)), in the same call.
+        Not in check mode; the hold's end is bookkeeping, not a change.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -54,8 +61,8 @@ node_check:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpucluster.fabric.plugins.module_utils import converge_hold, node_check_install  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils import intent as rules  # noqa: E402
-from ansible_collections.gpucluster.fabric.plugins.module_utils import node_check_install  # noqa: E402
 from ansible_collections.gpucluster.fabric.plugins.module_utils.applier import (  # noqa: E402
     ARGUMENT_SPEC as APPLIER_ARGUMENTS,
 )
@@ -68,6 +75,7 @@ def main():
             **APPLIER_ARGUMENTS,
             "intent": {"type": "dict"},
             "path": {"type": "path", "default": rules.PATH},
+            "release_hold": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -88,6 +96,8 @@ def main():
     apply.file(params["path"], rules.render(rules.redact(params["intent"])), mode=rules.MODE)
     if arguments is not None:
         result["node_check"] = node_check_install.install(module, apply, checked)
+    if params["release_hold"] and not module.check_mode:
+        converge_hold.release_hold(apply.path(converge_hold.HOLD_PATH))
     module.exit_json(**apply.report(result))
 
 

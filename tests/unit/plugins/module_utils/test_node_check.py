@@ -16,6 +16,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 node_check = load("node_check")
 install = load("node_check_install")
+converge_hold = load("converge_hold")
 
 
 def test_arguments_are_what_the_modules_validator_gives():
@@ -617,7 +618,7 @@ def test_a_converge_hold_leaves_slurm_alone_restarts_the_streaks_and_expires(tmp
         path.write_text(text)
         assert node_check.read_hold(str(path), time.time()) is None, text
     path.write_text(json.dumps({"until": time.time() + 10 * 86400}))  # never past HOLD_MAX from its writing
-    assert node_check.read_hold(str(path), time.time() + node_check.HOLD_MAX + 1) is None
+    assert node_check.read_hold(str(path), time.time() + converge_hold.HOLD_MAX + 1) is None
     memory = {"failing_runs": 5, "failing_since": 0.0, "passing_runs": 0}
     module = _Scontrol([NO_JSON, (0, IDLE, "")])
     outcome = node_check.slurm_act(module, "gpu-01", FAILED, memory, SETTINGS, now=100.0, hold=(200.0, "site.yml"))

@@ -64,3 +64,19 @@ def test_with_role_node_check_the_same_call_installs_the_check_below_the_tree(tm
     refused = run_module(tmp_path, root=str(root), intent=bad)
     assert refused["failed"] is True and "gpu1: node_check_interval=0 is not a number of seconds" in refused["msg"]
     assert json.loads((root / FILE).read_text())["roles"]["node_check"] == intent["roles"]["node_check"]
+
+
+def test_release_hold_ends_the_converges_hold_once_the_intent_is_written_not_in_check_mode(tmp_path):
+    root = tmp_path / "root"
+    hold = root / "run/gpucluster-fabric-check.hold"
+    hold.parent.mkdir(parents=True)
+    hold.write_text('{"until": 4102444800, "by": "site.yml"}\n')
+    predicted = run_module(tmp_path, check=True, root=str(root), intent=INTENT, release_hold=True)
+    assert predicted["changed"] is True and hold.exists()  # check mode: the hold stays
+    assert run_module(tmp_path, root=str(root), intent=INTENT)["changed"] is True and hold.exists()  # not asked
+    hold.write_text("{}")
+    refused = run_module(tmp_path, root=str(root), intent={"schema": 1}, release_hold=True)
+    assert refused["failed"] is True and hold.exists()  # an intent refused ends nothing
+    released = run_module(tmp_path, root=str(root), intent=INTENT, release_hold=True)
+    assert released["changed"] is False and not hold.exists()  # the end of a hold is not a change
+    assert run_module(tmp_path, root=str(root), intent=INTENT, release_hold=True)["changed"] is False  # none: fine
