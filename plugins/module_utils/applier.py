@@ -8,6 +8,7 @@ tests point it at a tree, so that files are read and written below it.
 """
 
 import os
+import shutil
 import tempfile
 
 FILE_MODE = 0o644
@@ -113,6 +114,15 @@ class Applier:
         if not self.module.check_mode:
             os.makedirs(real, exist_ok=True)
             os.chmod(real, mode)
+
+    def remove_directory(self, path):
+        """Make directory ``path`` and all it holds be gone (``root``'s), where it is there."""
+        real = self.path(path)
+        if not os.path.isdir(real):
+            return
+        self.changes.append({"what": path, "why": "it is not wanted (removed)"})
+        if not self.module.check_mode:
+            shutil.rmtree(real)
 
     def loaded(self, name):
         return os.path.exists(self.path("/sys/module/" + name))

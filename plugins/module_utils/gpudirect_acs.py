@@ -4,19 +4,19 @@
 Request or Completion Redirect on sends GPUDirect peer-to-peer traffic up to the root complex, slower, or hangs it
 (NCCL's troubleshooting, "PCI Access Control Services (ACS)"; NVIDIA/nccl#2079). Linux turns ACS on where an IOMMU is
 on, at every boot, so clearing it once does not last: a oneshot unit clears it at every boot, with the very code the
-node check reads it with (module_utils/pcie.py, installed as it is), and the module clears it now. Only the switch
-downstream ports of pairs that meet in a switch (pcie.acs_clear_plan), never while the IOMMU translates for them.
+node check reads it with (module_utils/pcie.py, in the node's one library: module_utils/node_library.py), and the
+module clears it now. Only the switch downstream ports of pairs that meet in a switch (pcie.acs_clear_plan), never
+while the IOMMU translates for them.
 
 Opt-in and reversible: turning the setting off removes the unit and its code (the bridges get their ACS back at the
 next boot). Standard library only (Python 3.8 targets).
 """
 
-import inspect
+from . import node_library, pcie
 
-from . import pcie
-
-LIBEXEC = "/usr/local/libexec/gpucluster"
-CODE = LIBEXEC + "/pcie.py"
+# pcie.py in a package of its own in the node's one library (module_utils/node_library.py).
+PACKAGE = "gpucluster_fabric_acs"
+CODE = f"{node_library.LIBRARY}/{PACKAGE}/pcie.py"
 UNIT = "gpucluster-acs-clear.service"
 UNIT_FILE = "/etc/systemd/system/" + UNIT
 
@@ -69,7 +69,8 @@ def apply(module, applier, acs_clear, header):
     Returns {clear, unit, bridges: [{address, before, after}]} (in check mode: what would be cleared)."""
     root = applier.root
     live = root == "/"
-    applier.file(CODE, inspect.getsource(pcie) if acs_clear else None)
+    node_library.ship(applier, PACKAGE, [pcie], "Role rdma_modules' ACS clearing at boot.", wanted=acs_clear)
+    node_library.remove_legacy(applier, ["pcie.py"])
     before = len(applier.changes)
     applier.file(UNIT_FILE, unit(header) if acs_clear else None)
     changed = len(applier.changes) > before

@@ -4,21 +4,17 @@
 timer, each file only where it differs, and the timer enabled (or not) as asked.
 
 The code installed is the code this module was shipped with: node_check.py and every module it imports (relative
-imports only: the standard library otherwise), read with ``inspect.getsource``, so the node runs the very rules the
-collection provisions with. Python 3.8 targets.
+imports only: the standard library otherwise), in the node's one library (module_utils/node_library.py), so the node
+runs the very rules the collection provisions with. Python 3.8 targets.
 """
 
-import ast
-import inspect
 import json
-import os
 import sys
 
-from . import node_check
+from . import node_check, node_library
 from .applier import ARGUMENT_SPEC as APPLIER_ARGUMENTS
 from .applier import Applier
 
-LIBRARY = "/usr/local/lib/gpucluster-fabric"
 PACKAGE = "gpucluster_fabric_check"
 COMMAND = "/usr/local/sbin/gpucluster-fabric-check"
 UNIT = "gpucluster-fabric-check"
@@ -101,36 +97,8 @@ def checked_settings(arguments):
 
 
 def package_sources():
-    """{file path: source} of node_check.py and every module it imports, transitively (relative imports), laid out
-    as below module_utils: ``node_check.py``, a package's ``fabric_checks/__init__.py`` and its modules."""
-    top = node_check.__name__.rsplit(".", 1)[0]
-    sources, todo = {}, ["node_check"]
-    while todo:
-        name = todo.pop()
-        module = sys.modules[f"{top}.{name}"]
-        package = hasattr(module, "__path__")
-        path = name.replace(".", "/") + ("/__init__.py" if package else ".py")
-        if path in sources:
-            continue
-        source = inspect.getsource(module)
-        sources[path] = source
-        here = name.split(".") if package else name.split(".")[:-1]
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.ImportFrom) and node.level >= 1:
-                base = here[: len(here) - (node.level - 1)]
-                if node.module:
-                    todo.append(".".join([*base, *node.module.split(".")]))
-                else:
-                    todo.extend(".".join([*base, alias.name]) for alias in node.names)
-    return sources
-
-
-def _installed(directory, root):
-    """The .py files below ``directory`` (``root`` standing for /), as absolute paths on the host."""
-    found = []
-    for parent, _dirs, files in os.walk(directory):
-        found += ["/" + os.path.relpath(os.path.join(parent, f), root) for f in files if f.endswith(".py")]
-    return sorted(found)
+    """{file path: source} of node_check.py and every module it imports, transitively (node_library.sources)."""
+    return node_library.sources(node_check)
 
 
 def launcher(python):
@@ -139,7 +107,7 @@ def launcher(python):
         '"""The fabric check of this node (gpucluster.fabric): the intent in /etc/gpucluster/fabric.json against the\n'
         'live state. Installed by role gpucluster.fabric.node_check; `gpucluster-fabric-check --help`."""\n'
         "import sys\n\n"
-        f"sys.path.insert(0, {LIBRARY!r})\n"
+        f"sys.path.insert(0, {node_library.LIBRARY!r})\n"
         f"from {PACKAGE}.node_check import main  # noqa: E402\n\n"
         "sys.exit(main())\n"
     )
@@ -203,15 +171,7 @@ def install(module, apply, params):
     """The node check on the host, each file only where it differs, with ``apply`` (the caller's Applier: module
     node_check's, or module fabric_intent's, which installs it with the intent in the same call); ``params``:
     ARGUMENT_SPEC's options, validated. Returns what it installed."""
-    wanted = {f"{LIBRARY}/{PACKAGE}/{path}": source for path, source in package_sources().items()}
-    wanted[f"{LIBRARY}/{PACKAGE}/__init__.py"] = '"""gpucluster.fabric\'s node check (module node_check)."""\n'
-    for directory in sorted({LIBRARY, *(os.path.dirname(path) for path in wanted)}):
-        apply.directory(directory)
-    for path, source in sorted(wanted.items()):
-        apply.file(path, source)
-    for path in _installed(apply.path(f"{LIBRARY}/{PACKAGE}"), apply.path("/")):
-        if path not in wanted:  # left by another version of the collection
-            apply.file(path, None)
+    wanted = node_library.ship(apply, PACKAGE, [node_check], "gpucluster.fabric's node check (module node_check).")
     apply.file(COMMAND, launcher(sys.executable), mode=0o755)
     apply.file(node_check.CONFIG_PATH, config(params), mode=0o600)
     units_before = len(apply.changes)
@@ -220,7 +180,7 @@ def install(module, apply, params):
     units_changed = len(apply.changes) > units_before
     if params["root"] == "/":
         _timer(module, apply, units_changed, params["timer"])
-    return {"command": COMMAND, "unit": f"{UNIT}.timer", "files": sorted(wanted)}
+    return {"command": COMMAND, "unit": f"{UNIT}.timer", "files": wanted}
 
 
 def _timer(module, apply, units_changed, wanted):

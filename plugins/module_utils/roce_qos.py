@@ -14,6 +14,7 @@ compares and writes (module ``roce_qos``, the boot-time unit, and fabric_validat
 import json
 
 from .fabric_model import is_int, normalise_interface, parse_bool
+from .node_library import LIBRARY
 
 PRIORITIES = tuple(range(8))
 DSCP_MAX = 63
@@ -226,9 +227,10 @@ def resolved_settings(defaults, overrides, interfaces):
 # roce_qos_boot.py beside it, both written from the module's own module_utils) on the settings the module applied: a
 # reboot or a driver reload must not return the host to lossy defaults.
 
-LIBEXEC = "/usr/local/libexec/gpucluster"
-BOOT_SCRIPT = LIBEXEC + "/roce_qos_boot.py"
-APPLY_CODE = LIBEXEC + "/roce_qos_apply.py"
+# The boot code's package in the node's one library (module_utils/node_library.py): roce_qos_boot.py, the entry
+# point, and roce_qos_apply.py beside it.
+PACKAGE = "gpucluster_fabric_roce_qos"
+BOOT_SCRIPT = f"{LIBRARY}/{PACKAGE}/roce_qos_boot.py"
 CONFIG = "/etc/gpucluster/roce_qos.json"
 UNIT = "gpucluster-roce-qos.service"
 UNIT_FILE = "/etc/systemd/system/" + UNIT

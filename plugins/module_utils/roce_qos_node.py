@@ -4,10 +4,8 @@
 roce_qos_apply.py, the code the boot-time unit runs too, and install that unit, each file only where it differs.
 Python 3.8 targets."""
 
-import inspect
-
+from . import node_library, roce_qos_apply, roce_qos_boot
 from . import roce_qos as rules
-from . import roce_qos_apply, roce_qos_boot
 from .applier import Applier
 from .roce_qos_apply import CHANGED, SETTINGS, UNSUPPORTED, Host, QosError, apply_all, module_runner
 
@@ -98,8 +96,8 @@ def persist(module):
     interfaces, header = params["interfaces"], params["header"]
     apply = Applier(module, params["root"])
     # the very code this module runs, as it was shipped to the host with the module
-    apply.file(rules.APPLY_CODE, inspect.getsource(roce_qos_apply))
-    apply.file(rules.BOOT_SCRIPT, inspect.getsource(roce_qos_boot))
+    node_library.ship(apply, rules.PACKAGE, [roce_qos_boot, roce_qos_apply], "Role roce_qos' settings at boot.")
+    node_library.remove_legacy(apply, ["roce_qos_apply.py", "roce_qos_boot.py"])
     apply.file(rules.CONFIG, rules.boot_config(interfaces))
     unit_before = len(apply.changes)
     apply.file(rules.UNIT_FILE, rules.boot_unit(header, interfaces, params["boot_wait_seconds"]))

@@ -77,7 +77,8 @@ options:
   acs_clear:
     description:
       - Clear ACS Request/Completion Redirect on the bridges between GPUs and RDMA NICs now and at every boot
-        (C(gpucluster-acs-clear.service) running C(/usr/local/libexec/gpucluster/pcie.py)); off, both are removed.
+        (C(gpucluster-acs-clear.service) running C(/usr/local/lib/gpucluster-fabric/gpucluster_fabric_acs/pcie.py));
+        off, both are removed.
       - Refused, before any change, where GPUDirect RDMA is off or the host has no GPU and RDMA NIC.
     type: bool
     default: false

@@ -44,11 +44,11 @@ options:
   persist:
     description:
       - Also make the settings hold at every boot and for every new RDMA device, writing only what differs - the code
-        this module runs (C(/usr/local/libexec/gpucluster/roce_qos_apply.py)) with its entry point
-        C(roce_qos_boot.py) beside it (both the collection's module_utils, as the module ran them), the settings
-        C(/etc/gpucluster/roce_qos.json), the enabled oneshot unit C(gpucluster-roce-qos.service) and the udev rule
-        C(/etc/udev/rules.d/90-gpucluster-roce-qos.rules) - and reloading systemd or udev only when their file
-        changed.
+        this module runs (C(/usr/local/lib/gpucluster-fabric/gpucluster_fabric_roce_qos/roce_qos_apply.py)) with
+        its entry point C(roce_qos_boot.py) beside it (both the collection's module_utils, as the module ran them),
+        the settings C(/etc/gpucluster/roce_qos.json), the enabled oneshot unit C(gpucluster-roce-qos.service) and
+        the udev rule C(/etc/udev/rules.d/90-gpucluster-roce-qos.rules) - and reloading systemd or udev only when
+        their file changed.
     type: bool
     default: false
   boot_wait_seconds:

@@ -374,7 +374,11 @@ def test_acs_clearing_turns_only_the_redirect_bits_off_on_the_switch_ports_now_a
     applier = Applier(_Applying(), root=tree)
     outcome = gpudirect_acs.apply(_Applying(), applier, True, "# Ansible managed")
     assert outcome["bridges"] == [{"address": a, "before": 0x1D, "after": 0x11} for a in SWITCH_DOWNSTREAM]
+    package = gpudirect_acs.CODE.rsplit("/", 1)[0]
     assert [c["what"] for c in applier.changes] == [
+        package.rsplit("/", 1)[0],  # the node's one library, then the package of its own
+        package,
+        f"{package}/__init__.py",
         gpudirect_acs.CODE,
         gpudirect_acs.UNIT_FILE,
         *(f"ACS {a}" for a in SWITCH_DOWNSTREAM),
@@ -411,8 +415,10 @@ def test_acs_clearing_turns_only_the_redirect_bits_off_on_the_switch_ports_now_a
     assert not applier.changes
     applier = Applier(_Applying(), root=tree)
     gpudirect_acs.apply(_Applying(), applier, False, "# Ansible managed")
+    assert [c["what"] for c in applier.changes] == [package, gpudirect_acs.UNIT_FILE]
     assert [c["why"] for c in applier.changes] == ["it is not wanted (removed)"] * 2
     assert not Path(tree, gpudirect_acs.UNIT_FILE.lstrip("/")).exists()
+    assert not Path(tree, package.lstrip("/")).exists() and Path(tree, package.rsplit("/", 1)[0].lstrip("/")).is_dir()
 
 
 class _Failed(Exception):

@@ -150,7 +150,8 @@ def test_roce_qos_persisted_and_unsupported_settings_said_so(name):
         }
     }
     assert host.file("/etc/udev/rules.d/90-gpucluster-roce-qos.rules").contains("gpucluster-roce-qos.service")
-    out = host.check_output("python3 /usr/local/libexec/gpucluster/roce_qos_boot.py /etc/gpucluster/roce_qos.json 0")
+    boot = "/usr/local/lib/gpucluster-fabric/gpucluster_fabric_roce_qos/roce_qos_boot.py"
+    out = host.check_output(f"python3 {boot} /etc/gpucluster/roce_qos.json 0")
     for setting in ("pfc", "dscp_map", "ecn", "tos"):
         assert re.search(rf"^eth1 {setting}: unsupported \(.+\)$", out, re.M), out
     mine = {c["check"]: c for c in _latest_report()["checks"] if c["host"] == name}

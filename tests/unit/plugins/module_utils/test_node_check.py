@@ -17,6 +17,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 node_check = load("node_check")
 install = load("node_check_install")
 converge_hold = load("converge_hold")
+node_library = load("node_library")
 
 
 def test_arguments_are_what_the_modules_validator_gives():
@@ -362,7 +363,7 @@ def test_the_installed_package_runs_on_the_standard_library_alone(tmp_path, pyth
         (package / path).parent.mkdir(parents=True, exist_ok=True)
         (package / path).write_text(source)
     launcher = tmp_path / "gpucluster-fabric-check"
-    launcher.write_text(install.launcher(python).replace(repr(install.LIBRARY), repr(str(tmp_path))))
+    launcher.write_text(install.launcher(python).replace(repr(node_library.LIBRARY), repr(str(tmp_path))))
     run = subprocess.run(
         [python, "-I", "-S", str(launcher), "--intent", str(tmp_path / "none.json"), "--no-metrics", "--json", "-"],
         capture_output=True,

@@ -120,29 +120,45 @@ def test_persist_writes_the_boot_files_once(monkeypatch, tmp_path):
     persist = {"persist": True, "root": str(files), "header": "# managed"}
     first = _run(monkeypatch, root, configfs, **persist)
     written = sorted(change["what"] for change in first["changes"])
+    library = "/usr/local/lib/gpucluster-fabric"
     assert written == [
         "/etc/gpucluster/roce_qos.json",
         "/etc/systemd/system/gpucluster-roce-qos.service",
         "/etc/udev/rules.d/90-gpucluster-roce-qos.rules",
-        "/usr/local/libexec/gpucluster/roce_qos_apply.py",
-        "/usr/local/libexec/gpucluster/roce_qos_boot.py",
+        library,
+        f"{library}/gpucluster_fabric_roce_qos",
+        f"{library}/gpucluster_fabric_roce_qos/__init__.py",
+        f"{library}/gpucluster_fabric_roce_qos/roce_qos_apply.py",
+        f"{library}/gpucluster_fabric_roce_qos/roce_qos_boot.py",
     ]
-    # the code the unit runs is the code this module ran, the entry point included
+    # the code the unit runs is the code this module ran, the entry point included, in the node's one library
     for name in ("roce_qos_apply.py", "roce_qos_boot.py"):
         shipped = Path(mod.__file__).parents[1] / "module_utils" / name
-        assert (files / "usr/local/libexec/gpucluster" / name).read_text() == shipped.read_text()
+        assert (files / library[1:] / "gpucluster_fabric_roce_qos" / name).read_text() == shipped.read_text()
     unit = (files / "etc/systemd/system/gpucluster-roce-qos.service").read_text()
     assert unit.startswith(
         "# managed\n[Unit]\nDescription=RoCE lossless QoS (PFC, DSCP map, ECN, RDMA-CM default ToS) on ens1f0np0"
     )
     assert (
-        "ExecStart=/usr/bin/python3 /usr/local/libexec/gpucluster/roce_qos_boot.py /etc/gpucluster/roce_qos.json 120\n"
-        in unit
+        "ExecStart=/usr/bin/python3 /usr/local/lib/gpucluster-fabric/gpucluster_fabric_roce_qos/roce_qos_boot.py"
+        " /etc/gpucluster/roce_qos.json 120\n" in unit
     )
     config = json.loads((files / "etc/gpucluster/roce_qos.json").read_text())
     assert config == {"interfaces": {"ens1f0np0": SETTINGS}}
     again = _run(monkeypatch, root, configfs, **persist)
     assert again["changes"] == []  # (the fake dcb never keeps what it is told: "changed" is the live part)
+    # What an earlier version put in /usr/local/libexec/gpucluster goes, and the directory with it once empty.
+    legacy = files / "usr/local/libexec/gpucluster"
+    legacy.mkdir(parents=True)
+    for name in ("roce_qos_apply.py", "roce_qos_boot.py"):
+        (legacy / name).write_text("# an earlier version\n")
+    upgraded = _run(monkeypatch, root, configfs, **persist)
+    assert sorted(change["what"] for change in upgraded["changes"]) == [
+        "/usr/local/libexec/gpucluster",
+        "/usr/local/libexec/gpucluster/roce_qos_apply.py",
+        "/usr/local/libexec/gpucluster/roce_qos_boot.py",
+    ]
+    assert not legacy.exists() and _run(monkeypatch, root, configfs, **persist)["changes"] == []
     wait = _run(monkeypatch, root, configfs, **dict(persist, boot_wait_seconds=30))
     assert wait["changes"] == [
         {"what": "/etc/systemd/system/gpucluster-roce-qos.service", "why": "its content differs"}
