@@ -173,3 +173,49 @@ def test_isolation_fails_closed_when_a_port_does_not_answer():
     assert checks["partition[Default]"]["status"] == "failed" and checks["partition[training]"]["status"] == "failed"
     assert all(c["status"] == "passed" for name, c in checks.items() if name.startswith("partition.port[")
                and fabric[2]["guid"] not in name)  # fmt: skip
+
+
+class _Smp:
+    """node_check's command runner, answered from the captures: ``ibnetdiscover -p``, and ``smpquery pkeys <LID>``
+    refused once for the LIDs of ``refuse_once`` (as ibsim refuses a connection when too many clients ask at once),
+    timed out for those of ``silent``; every call recorded."""
+
+    def __init__(self, refuse_once=(), silent=()):
+        self.refuse_once, self.silent, self.calls = set(refuse_once), set(silent), []
+
+    @staticmethod
+    def get_bin_path(arg, required=False, opt_dirs=None):
+        return f"/usr/bin/{arg}"
+
+    def run_command(self, args, **_kwargs):
+        self.calls.append(args[2:])
+        if args[2] == "ibnetdiscover":
+            return 0, (FIXTURES / "ibnetdiscover-p.txt").read_text(), ""
+        lid = int(args[-1])
+        if lid in self.silent:
+            return 124, "", "smpquery: timed out after 5 s (the node check's limit for one command)"
+        if lid in self.refuse_once:
+            self.refuse_once.discard(lid)
+            return 1, "", "ibwarn: [5856] sim_ctl: ctl error ibpanic: [5856] sim_init: connect failed: Success"
+        name = "pkeys-sm.txt" if lid == 1 else "pkeys-gpu.txt"
+        return 0, (FIXTURES / name).read_text(), ""
+
+
+def test_a_read_refused_at_once_is_read_again_and_a_silent_port_is_not():
+    """The node check's reader (node_check.isolation): a port whose smpquery was refused at once is read once more
+    (fewer at a time), and passes when it answers; one that ran out of time is not read again and fails closed."""
+    from ansible_collections.gpucluster.fabric.plugins.module_utils import node_check
+
+    opensm = {"partition_list": _partitions(), "diag_environment": {}}
+    module = _Smp(refuse_once=(5, 9, 13))
+    checks = {c["check"]: c for c in node_check.isolation("sm1", opensm, module, SM)}
+    assert all(c["status"] == "passed" for c in checks.values()), checks
+    reads = [call[-1] for call in module.calls if call[0] == "smpquery"]
+    assert len(reads) == 16 + 3 and sorted(reads[16:]) == ["13", "5", "9"]  # the three refused, once more each
+    module = _Smp(silent=(5,), refuse_once=(6,))
+    checks = {c["check"]: c for c in node_check.isolation("sm1", opensm, module, SM)}
+    reads = [call[-1] for call in module.calls if call[0] == "smpquery"]
+    assert reads.count("5") == 1 and reads.count("6") == 2
+    silent = checks[f"partition.port[{GPUS[0]}]"]
+    assert silent["status"] == "failed" and "timed out after 5 s" in silent["message"]
+    assert checks["partition[training]"]["status"] == "failed"  # isolation fails closed
