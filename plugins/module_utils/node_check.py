@@ -399,9 +399,8 @@ def intent_part(roles, role):
     return Part(params_for(spec, given))
 
 
-def _collect_params(host, roles):
-    validate = intent_part(roles, "fabric_validate") or {}
-    nccl = intent_part(roles, "nccl")
+def _collect_params(host, roles, validate, nccl):
+    """The collector's arguments from the intent's parts (``validate``, ``nccl``: intent_part's, {} where absent)."""
     interfaces = validate.get("interfaces")
     if interfaces is None:
         interfaces = (intent_part(roles, "fabric_interfaces") or {}).get("interfaces") or []
@@ -409,7 +408,7 @@ def _collect_params(host, roles):
     given = {
         "root": validate.get("sysfs_root"),
         "max_nic_distance": validate.get("max_nic_distance"),
-        "nccl_conf_path": (nccl or {}).get("conf_path"),
+        "nccl_conf_path": nccl.get("conf_path") if nccl else None,
     }
     args = {
         **{name: value for name, value in given.items() if value},
@@ -433,8 +432,11 @@ def health(host, roles, applied, module_class=NodeModule, collected=None, inputs
 
     Role fabric_validate gives what its module read (``collected``), the record's ``inputs`` from the play
     (collected_record) and what it ``expected`` of the ports; else each is the intent's."""
+    # Each part typed once per run (intent_part), read below by what the check collects and what it judges.
+    validate = intent_part(roles, "fabric_validate") or {}
+    nccl = intent_part(roles, "nccl") or {}
     if collected is None:
-        params = _collect_params(host, roles)
+        params = _collect_params(host, roles, validate, nccl)
         module = module_class(params)
         try:
             collected = collect(module, params)
@@ -445,7 +447,6 @@ def health(host, roles, applied, module_class=NodeModule, collected=None, inputs
             return [_check(host, TIER, "rdma.device", "failed", message)], None
     if inputs is None:
         gpudirect = (applied.get("rdma_modules") or {}).get("gpudirect")
-        nccl = intent_part(roles, "nccl") or {}
         inputs = {
             "gpudirect": gpudirect if isinstance(gpudirect, dict) and gpudirect.get("mode") else None,
             "allowed_debug": nccl.get("allow_debug_variables") or [],
@@ -454,7 +455,6 @@ def health(host, roles, applied, module_class=NodeModule, collected=None, inputs
             "declared_roce": [],  # the RoCE QoS is judged by drift.roce_qos, with the role's own code
         }
     if expected is None:
-        validate = intent_part(roles, "fabric_validate") or {}
         expected = {"rate_gbps": validate.get("expected_rate_gbps"), "active_mtu": validate.get("expected_active_mtu")}
     # Not asked here (the inventory asks from another host): each InfiniBand port's sm.master is skipped, saying so.
     record = with_sm(collected_record(collected, inputs), collected.get("sminfo") or [], host)
