@@ -45,11 +45,6 @@ def sources(*modules):
     return found
 
 
-def path(package, module):
-    """Where ``module`` (a module_utils module) of ``package`` lies on the node."""
-    return f"{LIBRARY}/{package}/{module.__name__.rsplit('.', 1)[1]}.py"
-
-
 def ship(apply, package, modules, doc, wanted=True):
     """Make ``LIBRARY/package`` hold exactly ``modules`` with what they import (``sources``) and an ``__init__.py``
     saying ``doc``, or, not ``wanted``, be gone; each file only where it differs, with ``apply`` (the module's
